@@ -1,0 +1,138 @@
+"""Bulk writes: a per-scan staging table filled in batches (executemany; COPY on PostgreSQL)
+and set-based merges, so no Python object is built per catalog row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+STAGE_COLUMNS = (
+    "key",
+    "upload_id",
+    "size",
+    "etag",
+    "last_modified",
+    "storage_class",
+    "version_id",
+    "checksum_algorithm",
+)
+
+StageRow = tuple[str, str, int, str, int, str | None, str | None, str | None]
+
+
+def create_stage(conn: Connection) -> None:
+    """A temporary table private to this connection; dropped at the end of the scan."""
+    conn.exec_driver_sql("DROP TABLE IF EXISTS scan_stage")
+    conn.exec_driver_sql(
+        "CREATE TEMPORARY TABLE scan_stage ("
+        "key VARCHAR NOT NULL, upload_id VARCHAR NOT NULL, size BIGINT NOT NULL, "
+        "etag VARCHAR NOT NULL, last_modified BIGINT NOT NULL, storage_class VARCHAR, "
+        "version_id VARCHAR, checksum_algorithm VARCHAR)"
+    )
+
+
+def write_stage(conn: Connection, rows: Sequence[StageRow]) -> None:
+    """Append one batch of listed objects to the staging table."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        raw: Any = conn.connection.driver_connection
+        with raw.cursor() as cur, cur.copy(
+            f"COPY scan_stage ({', '.join(STAGE_COLUMNS)}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    cursor: Any = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany("INSERT INTO scan_stage VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    finally:
+        cursor.close()
+
+
+def index_stage(conn: Connection) -> None:
+    """Index after loading: one sort instead of a B-tree insert per row."""
+    conn.exec_driver_sql("CREATE INDEX ix_scan_stage_key ON scan_stage (key, upload_id)")
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("ANALYZE scan_stage")
+
+
+def _distinct(conn: Connection, a: str, b: str) -> str:
+    op = "IS DISTINCT FROM" if conn.dialect.name == "postgresql" else "IS NOT"
+    return f"{a} {op} {b}"
+
+
+def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int, int]:
+    """Fold the staged listing into `objects`; returns (new, changed, gone).
+
+    Unchanged rows are not written. A row that vanished is marked gone in this scan; one
+    that comes back is revived in place (its key is unique per root).
+    """
+    params = {"root": root_id, "scan": scan_id}
+    differs = " OR ".join(
+        [
+            "o.size <> s.size",
+            "o.etag <> s.etag",
+            "o.last_modified <> s.last_modified",
+            _distinct(conn, "o.storage_class", "s.storage_class"),
+            _distinct(conn, "o.version_id", "s.version_id"),
+            "o.gone_scan_id IS NOT NULL",
+        ]
+    )
+    changed = conn.execute(
+        text(
+            "UPDATE objects AS o SET size = s.size, etag = s.etag, "
+            "last_modified = s.last_modified, storage_class = s.storage_class, "
+            "version_id = s.version_id, checksum_algorithm = s.checksum_algorithm, "
+            "changed_scan_id = :scan, gone_scan_id = NULL "
+            "FROM scan_stage AS s "
+            f"WHERE o.root_id = :root AND o.key = s.key AND o.upload_id = s.upload_id AND ({differs})"
+        ),
+        params,
+    ).rowcount
+    gone = conn.execute(
+        text(
+            "UPDATE objects SET gone_scan_id = :scan "
+            "WHERE root_id = :root AND gone_scan_id IS NULL AND NOT EXISTS ("
+            "SELECT 1 FROM scan_stage AS s "
+            "WHERE s.key = objects.key AND s.upload_id = objects.upload_id)"
+        ),
+        params,
+    ).rowcount
+    new = conn.execute(
+        text(
+            "INSERT INTO objects (root_id, key, upload_id, size, etag, last_modified, "
+            "storage_class, version_id, checksum_algorithm, first_scan_id, changed_scan_id) "
+            "SELECT :root, s.key, s.upload_id, s.size, s.etag, s.last_modified, "
+            "s.storage_class, s.version_id, s.checksum_algorithm, :scan, :scan "
+            "FROM scan_stage AS s WHERE NOT EXISTS ("
+            "SELECT 1 FROM objects AS o "
+            "WHERE o.root_id = :root AND o.key = s.key AND o.upload_id = s.upload_id)"
+        ),
+        params,
+    ).rowcount
+    return new, changed, gone
+
+
+def drop_stage(conn: Connection) -> None:
+    conn.exec_driver_sql("DROP TABLE IF EXISTS scan_stage")
+
+
+def insert_many(conn: Connection, table: Any, rows: Iterable[dict[str, Any]]) -> int:
+    """Core executemany in chunks; returns how many rows were written."""
+    count = 0
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= 5000:
+            conn.execute(table.insert(), chunk)
+            count += len(chunk)
+            chunk = []
+    if chunk:
+        conn.execute(table.insert(), chunk)
+        count += len(chunk)
+    return count

@@ -1,0 +1,117 @@
+"""Opening a catalog: engine creation (no module-level engine) and migrations on open."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError as SAArgumentError
+from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError
+
+from governance.errors import CatalogError
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA temp_store=MEMORY")
+    cur.execute("PRAGMA cache_size=-65536")
+    cur.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for any SQLAlchemy URL; SQLite files get WAL mode and their folder created."""
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    try:
+        if url.startswith("sqlite"):
+            db_path = url.split("///", 1)[1] if "///" in url else ""
+            if db_path and db_path != ":memory:":
+                Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(url, connect_args={"timeout": 30})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+    except (SAArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise CatalogError(f"catalog URL {url!r} is not usable: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        raise CatalogError(
+            f"catalog URL {url!r} needs the driver {exc.name!r}; "
+            "install govern[postgres] for PostgreSQL"
+        ) from exc
+    return engine
+
+
+def _alembic_config(engine: Engine) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    cfg = _alembic_config(make_engine("sqlite://"))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run Alembic migrations up to `revision` (the catalog upgrades itself in place)."""
+    from alembic import command
+
+    command.upgrade(_alembic_config(engine), revision)
+
+
+def open_engine(url: str, migrate: bool = True) -> Engine:
+    """Create the engine and bring the schema to the newest version.
+
+    A corrupt or foreign file is reported as a CatalogError naming the URL, with no change.
+    """
+    engine = make_engine(url)
+    try:
+        current = current_revision(engine)
+        if current is None and inspect(engine).get_table_names():
+            raise CatalogError(
+                f"catalog {_safe(url)} holds tables but no govern schema version; "
+                "point --catalog at a govern catalog or an empty database"
+            )
+        if migrate and current != head_revision():
+            upgrade(engine)
+    except CatalogError:
+        engine.dispose()
+        raise
+    except (DatabaseError, OperationalError, sqlite3.DatabaseError) as exc:
+        engine.dispose()
+        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+        raise CatalogError(f"catalog {_safe(url)} cannot be opened: {reason}") from exc
+    return engine
+
+
+def _safe(url: str) -> str:
+    """The URL with any password hidden."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url

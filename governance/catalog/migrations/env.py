@@ -1,0 +1,20 @@
+"""Alembic environment: runs against the engine the catalog opened (no alembic.ini needed)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from governance.catalog import tables  # noqa: F401  (registers the tables' metadata)
+from sqlmodel import SQLModel
+
+config = context.config
+engine = config.attributes["engine"]
+
+with engine.begin() as connection:
+    context.configure(
+        connection=connection,
+        target_metadata=SQLModel.metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()

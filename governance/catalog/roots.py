@@ -1,0 +1,67 @@
+"""Roots and scans: small row-level reads and writes (a handful of rows per command)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from governance.catalog.tables import Root, Scan
+
+
+def get_or_create_root(engine: Engine, url: str, name: str | None = None) -> int:
+    with Session(engine) as session:
+        root = session.exec(select(Root).where(Root.url == url)).scalars().first()  # type: ignore[call-overload]
+        if root is None:
+            root = Root(url=url, name=name, created_at=datetime.now(UTC))
+            session.add(root)
+        elif name and root.name != name:
+            root.name = name
+            session.add(root)
+        session.commit()
+        assert root.id is not None
+        return root.id
+
+
+def find_root(engine: Engine, url: str) -> Root | None:
+    with Session(engine) as session:
+        return session.exec(select(Root).where(Root.url == url)).scalars().first()  # type: ignore[call-overload, no-any-return]
+
+
+def list_roots(engine: Engine) -> list[Root]:
+    with Session(engine) as session:
+        return list(session.exec(select(Root).order_by(Root.id)).scalars())  # type: ignore[call-overload]
+
+
+def start_scan(engine: Engine, root_id: int, actor: str, source: str = "listing") -> int:
+    with Session(engine) as session:
+        scan = Scan(root_id=root_id, actor=actor, started_at=datetime.now(UTC), source=source)
+        session.add(scan)
+        session.commit()
+        assert scan.id is not None
+        return scan.id
+
+
+def finish_scan(engine: Engine, scan_id: int, **fields: object) -> Scan:
+    with Session(engine) as session:
+        scan = session.get(Scan, scan_id)
+        assert scan is not None
+        for name, value in fields.items():
+            setattr(scan, name, value)
+        scan.finished_at = datetime.now(UTC)
+        session.add(scan)
+        session.commit()
+        session.refresh(scan)
+        return scan
+
+
+def last_complete_scan(engine: Engine, root_id: int) -> Scan | None:
+    with Session(engine) as session:
+        stmt = (
+            select(Scan)
+            .where(Scan.root_id == root_id, Scan.status == "complete")  # type: ignore[arg-type]
+            .order_by(Scan.id.desc())  # type: ignore[union-attr]
+        )
+        return session.exec(stmt).scalars().first()  # type: ignore[call-overload, no-any-return]

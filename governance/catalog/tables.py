@@ -1,0 +1,173 @@
+"""The catalog's tables (SQLModel on SQLAlchemy 2). Alembic migrations create them.
+
+Object times are stored as integer microseconds since the epoch (UTC): portable across
+SQLite and PostgreSQL, sortable, and cheap to bulk-write. Row times (scans, plans) use
+`UTCDateTime`, which always hands back timezone-aware datetimes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, LargeBinary, TypeDecorator
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A DateTime that refuses naive values and returns aware UTC on every backend."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the catalog; use timezone-aware UTC")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _ts(**kw: Any) -> Any:
+    return Field(sa_column=Column(UTCDateTime(), **kw))
+
+
+def _json(**kw: Any) -> Any:
+    return Field(default=None, sa_column=Column(JSON(), **kw))
+
+
+class Root(SQLModel, table=True):
+    __tablename__ = "roots"
+
+    id: int | None = Field(default=None, primary_key=True)
+    url: str = Field(unique=True, index=True)
+    name: str | None = None
+    created_at: datetime = _ts(nullable=False)
+
+
+class Scan(SQLModel, table=True):
+    __tablename__ = "scans"
+
+    id: int | None = Field(default=None, primary_key=True)
+    root_id: int = Field(foreign_key="roots.id", index=True)
+    actor: str
+    started_at: datetime = _ts(nullable=False)
+    finished_at: datetime | None = _ts(nullable=True)
+    status: str = "running"  # running | complete | failed
+    source: str = "listing"  # listing | inventory
+    objects_listed: int = 0
+    bytes_listed: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False))
+    objects_new: int = 0
+    objects_changed: int = 0
+    objects_gone: int = 0
+    error: str | None = None
+
+
+class StoredObject(SQLModel, table=True):
+    """One key of one root. `gone_scan_id` is set when a complete scan no longer lists it.
+
+    A live row (gone_scan_id IS NULL) was seen by every complete scan of its root since
+    `first_scan_id`; `changed_scan_id` is the last scan that rewrote the row.
+    """
+
+    __tablename__ = "objects"
+    __table_args__ = (
+        Index("ix_objects_root_key", "root_id", "key", "upload_id", unique=True),
+        Index("ix_objects_root_gone", "root_id", "gone_scan_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    root_id: int = Field(foreign_key="roots.id")
+    key: str
+    upload_id: str = ""
+    size: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    etag: str
+    last_modified: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    storage_class: str | None = None
+    version_id: str | None = None
+    checksum_algorithm: str | None = None
+    tags: dict[str, str] | None = _json(nullable=True)
+    first_scan_id: int
+    changed_scan_id: int
+    gone_scan_id: int | None = None
+
+
+class MetaCache(SQLModel, table=True):
+    """Small metadata files (trainer_state.json, index files) read once per ETag."""
+
+    __tablename__ = "meta_cache"
+
+    root_id: int = Field(foreign_key="roots.id", primary_key=True)
+    key: str = Field(primary_key=True)
+    etag: str = Field(primary_key=True)
+    content: bytes | None = Field(default=None, sa_column=Column(LargeBinary(), nullable=True))
+
+
+class RunRow(SQLModel, table=True):
+    """A run as the last classification of its root saw it."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_root_key", "root_id", "key", unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    root_id: int = Field(foreign_key="roots.id")
+    scan_id: int
+    key: str
+    uri: str
+    name: str
+    status: str
+    status_reason: str
+    attributes: dict[str, str] | None = _json(nullable=True)
+    last_write: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    bytes: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    objects: int
+    checkpoints: int
+    best_checkpoint: str | None = None
+
+
+class ArtifactRow(SQLModel, table=True):
+    """An artifact as the last classification of its root saw it."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (
+        Index("ix_artifacts_root_key", "root_id", "key", unique=True),
+        Index("ix_artifacts_run", "run_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    root_id: int = Field(foreign_key="roots.id")
+    scan_id: int
+    run_id: int | None = None
+    key: str
+    uri: str
+    kind: str
+    layout: str
+    step: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
+    complete: bool
+    completeness_reason: str
+    strippable: bool
+    bytes: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    objects: int
+    last_modified: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    components: dict[str, int] | None = _json(nullable=True)
+    metrics: dict[str, float] | None = _json(nullable=True)
+    note: str = ""
+
+
+def us_from_datetime(value: datetime) -> int:
+    """Microseconds since the epoch for an aware datetime."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def datetime_from_us(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,0 +1,36 @@
+"""What every command receives: the Settings and a lazily opened catalog engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import click
+
+from governance.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    _engine: Engine | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> Engine:
+        """Open the catalog on first use, migrating it to the newest schema."""
+        if self._engine is None:
+            from governance.catalog.engine import open_engine
+
+            self._engine = open_engine(self.settings.catalog_url)
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+pass_app = click.make_pass_decorator(AppContext)

@@ -1,0 +1,85 @@
+"""The `govern` command group. Subcommands load lazily so `govern --help` stays fast.
+
+Errors are mapped to exit codes here, in one place: a GovernanceError prints one clear
+message on stderr and exits with its code from spec/cli.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Any
+
+import click
+
+from governance import __version__
+from governance.cli.context import AppContext
+from governance.errors import GovernanceError, PolicyError
+from governance.settings import build_settings
+
+COMMANDS: dict[str, str] = {
+    "scan": "governance.cli.scan_cmd:scan",
+    "ls": "governance.cli.ls_cmd:ls",
+    "policy": "governance.cli.policy_cmd:policy",
+    "demo": "governance.cli.demo_cmd:demo",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when invoked or listed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; our errors become one message and their exit code."""
+        try:
+            return super().invoke(ctx)
+        except GovernanceError as exc:
+            report_error(exc)
+            raise click.exceptions.Exit(exc.exit_code) from exc
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(130) from None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--catalog", metavar="URL", help="Catalog URL (else GOVERN_CATALOG_URL, else .govern/catalog.db).")
+@click.option("--as", "identity", metavar="NAME", help="Acting identity (else GOVERN_USER, else the OS user).")
+@click.option("-v", "--verbose", count=True, help="More logging on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or informational output.")
+@click.version_option(__version__, prog_name="govern")
+@click.pass_context
+def cli(ctx: click.Context, catalog: str | None, identity: str | None, verbose: int, quiet: bool) -> None:
+    """Storage lifecycle governance for ML training artifacts: scan, plan, approve, apply."""
+    settings = build_settings(catalog, identity, verbose=verbose, quiet=quiet)
+    level = logging.WARNING - 10 * min(verbose, 2) if not quiet else logging.ERROR
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    app = AppContext(settings=settings)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+def report_error(exc: GovernanceError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    if isinstance(exc, PolicyError) and exc.problems != [str(exc)]:
+        for problem in exc.problems:
+            click.echo(f"  {problem}", err=True)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point."""
+    return cli.main(args=argv, prog_name="govern")
+
+
+if __name__ == "__main__":
+    main()

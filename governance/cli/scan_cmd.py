@@ -1,0 +1,90 @@
+"""`govern scan`: list roots into the catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from governance.cli.context import AppContext, pass_app
+from governance.cli.output import emit_json, format_option, stderr_console, stdout_console
+from governance.errors import GovernanceError
+from governance.scan.runner import Progress as ProgressFn
+from governance.scan.runner import ScanSummary
+from governance.scan.service import scan_roots
+
+
+@contextmanager
+def progress_for(app: AppContext, label: str) -> Iterator[ProgressFn | None]:
+    """A rich progress line on stderr when it is a terminal; nothing otherwise."""
+    console = stderr_console()
+    if app.settings.quiet or not console.is_terminal:
+        yield None
+        return
+    from governance.policy.units import format_bytes
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(bar_width=None),
+        TextColumn("{task.fields[objects]:,} objects"),
+        TextColumn("{task.fields[size]}"),
+        TextColumn("{task.fields[rate]:,.0f} obj/s"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=None, objects=0, size="0 B", rate=0.0)
+
+        def update(objects: int, size: int) -> None:
+            elapsed = bar.tasks[task].elapsed or 1e-9
+            bar.update(task, objects=objects, size=format_bytes(size), rate=objects / elapsed)
+
+        yield update
+
+
+@click.command()
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path), help="Policy whose storage roots to scan.")
+@click.option("--root", "roots", multiple=True, metavar="URL", help="A root URL to scan (repeatable).")
+@click.option("--concurrency", type=click.IntRange(1, 512), default=None, help="Parallel listing requests (S3).")
+@format_option("table", "json")
+@pass_app
+def scan(app: AppContext, policy_path: Path | None, roots: tuple[str, ...], concurrency: int | None, fmt: str) -> None:
+    """List the policy's roots (or the given ones) into the catalog; incremental."""
+    policy = None
+    if policy_path is not None:
+        from governance.policy import load_policy
+
+        policy = load_policy(policy_path)
+    summaries: list[ScanSummary] = []
+    errors: list[GovernanceError] = []
+    for summary_or_error in scan_roots(app, policy, roots, concurrency=concurrency, progress_for=progress_for):
+        if isinstance(summary_or_error, GovernanceError):
+            click.echo(f"error: {summary_or_error}", err=True)
+            errors.append(summary_or_error)
+        else:
+            summaries.append(summary_or_error)
+    if fmt == "json":
+        emit_json({"scans": [s.as_dict() for s in summaries], "errors": [str(e) for e in errors]})
+    elif not app.settings.quiet:
+        _print_table(summaries)
+    if errors:
+        raise click.exceptions.Exit(max(e.exit_code for e in errors))
+
+
+def _print_table(summaries: list[ScanSummary]) -> None:
+    from rich.table import Table
+
+    from governance.policy.units import format_bytes
+
+    table = Table(title="scan")
+    for col in ("root", "objects", "bytes", "new", "changed", "gone", "seconds"):
+        table.add_column(col, justify="left" if col == "root" else "right")
+    for s in summaries:
+        table.add_row(
+            s.root, f"{s.objects:,}", format_bytes(s.bytes), f"{s.new:,}", f"{s.changed:,}",
+            f"{s.gone:,}", f"{s.seconds:.2f}",
+        )
+    stdout_console().print(table)

@@ -1,0 +1,1 @@
+"""Classification: objects -> artifacts -> runs."""

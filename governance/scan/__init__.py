@@ -1,0 +1,1 @@
+"""The scanner: listings into the catalog."""

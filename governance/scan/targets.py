@@ -1,0 +1,68 @@
+"""Which roots a command works on: from `--root` URLs or a policy's `storage` block."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from governance.errors import ArgumentError
+from governance.storage import normalize_url, open_store
+from governance.storage.base import Store
+
+if TYPE_CHECKING:
+    from governance.policy import Policy
+
+QUARANTINE_DIR = ".govern-quarantine/"
+
+
+@dataclass(frozen=True, slots=True)
+class RootSpec:
+    url: str
+    name: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+    region: str | None = None
+
+    def open(self, concurrency: int) -> Store:
+        return open_store(
+            self.url,
+            endpoint_url=self.endpoint_url,
+            profile=self.profile,
+            region=self.region,
+            concurrency=concurrency,
+        )
+
+
+def resolve_roots(policy: Policy | None, root_urls: Sequence[str]) -> list[RootSpec]:
+    """`--root` URLs win (with endpoint/profile taken from a policy root of the same URL)."""
+    by_url: dict[str, RootSpec] = {}
+    if policy is not None:
+        for entry in policy.storage:
+            url = normalize_url(entry.url)
+            by_url[url] = RootSpec(url, entry.name, entry.endpoint_url, entry.profile, entry.region)
+    if root_urls:
+        return [by_url.get(normalize_url(u), RootSpec(normalize_url(u))) for u in root_urls]
+    if not by_url:
+        raise ArgumentError("nothing to scan: give --policy with a storage block, or --root URL")
+    return list(by_url.values())
+
+
+def quarantine_url(root_url: str, policy: Policy | None) -> str:
+    """Where deletes of this root are quarantined (policy.md defaults)."""
+    if policy is not None and policy.apply.quarantine_url:
+        return normalize_url(policy.apply.quarantine_url)
+    if root_url.startswith("file://"):
+        parent = root_url.rstrip("/").rsplit("/", 1)[0]
+        return f"{parent}/{QUARANTINE_DIR}"
+    scheme, rest = root_url.split("://", 1)
+    bucket = rest.split("/", 1)[0]
+    return f"{scheme}://{bucket}/{QUARANTINE_DIR}"
+
+
+def excluded_prefixes(root_url: str, policy: Policy | None) -> tuple[str, ...]:
+    """Key prefixes under the root that are never scanned: the quarantine location."""
+    q = quarantine_url(root_url, policy)
+    if q.startswith(root_url):
+        return (q[len(root_url):],)
+    return ()

@@ -1,0 +1,111 @@
+"""The one interface every storage backend implements, and the records it yields.
+
+Keys are always relative to the root and '/'-separated; `Store.uri(key)` gives the full URL.
+Backends translate their own errors into `governance.errors.StorageError` subclasses that
+name the root, keeping the cause (`raise ... from exc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One listed object (or, with `upload_id`, one incomplete multipart upload).
+
+    `etag` is the S3 ETag without quotes, or on filesystems a modification-time token
+    (`mtime:<ns>`) that changes whenever the file is rewritten.
+    `last_modified` is timezone-aware UTC (for an upload: its initiation time).
+    """
+
+    key: str
+    size: int
+    last_modified: datetime
+    etag: str
+    storage_class: str | None = None
+    version_id: str | None = None
+    checksum_algorithm: str | None = None
+    upload_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectState:
+    """What a HEAD says about one object now: used by apply to re-check preconditions."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime
+    version_id: str | None = None
+    storage_class: str | None = None
+    lock_mode: str | None = None
+    lock_until: datetime | None = None
+    legal_hold: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyResult:
+    """Outcome for one key of a batch operation."""
+
+    key: str
+    ok: bool
+    error: str | None = None
+    version_id: str | None = None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A storage root. Listing streams; mutating methods are only called by `apply`."""
+
+    url: str
+    """Normalized root URL, always ending in '/': `s3://bucket/prefix/`, `file:///abs/dir/`."""
+
+    supports_storage_classes: bool
+    supports_versioning: bool
+
+    def uri(self, key: str) -> str:
+        """The full URL of a key under this root."""
+        ...
+
+    def list(self, exclude_prefixes: Sequence[str] = ()) -> Iterator[ObjectInfo]:
+        """Every object under the root (and incomplete multipart uploads), streamed.
+
+        Keys under any of `exclude_prefixes` (relative to the root, e.g. the quarantine)
+        are left out. Order is not guaranteed.
+        """
+        ...
+
+    def check(self) -> None:
+        """Raise a StorageError subclass if the root does not exist or cannot be read."""
+        ...
+
+    def read_bytes(self, key: str, max_bytes: int) -> bytes:
+        """At most `max_bytes` of an object (for small metadata files)."""
+        ...
+
+    def head(self, keys: Sequence[str]) -> dict[str, ObjectState]:
+        """Current state of each key that exists (missing keys are absent from the result)."""
+        ...
+
+    def delete(self, keys: Sequence[str]) -> list[KeyResult]:
+        """Delete keys (S3: DeleteObjects batches of <= 1000, per-key errors reported)."""
+        ...
+
+    def copy(
+        self,
+        key: str,
+        dest: Store,
+        dest_key: str,
+        storage_class: str | None = None,
+    ) -> KeyResult:
+        """Server-side copy when both sides allow it, keeping metadata and tags."""
+        ...
+
+    def abort_upload(self, key: str, upload_id: str) -> KeyResult:
+        """Abort one incomplete multipart upload (filesystems: not applicable)."""
+        ...

@@ -1,0 +1,83 @@
+"""The catalog opens, migrates in place, matches its models, and refuses corrupt files."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+from sqlmodel import SQLModel
+
+from governance.catalog import tables  # noqa: F401
+from governance.catalog.engine import current_revision, head_revision, make_engine, open_engine, upgrade
+from governance.errors import CatalogError
+
+
+def test_new_sqlite_catalog_is_created_at_head_in_wal_mode(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sub' / 'catalog.db'}"
+    engine = open_engine(url)
+    assert current_revision(engine) == head_revision()
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    assert {"roots", "scans", "objects", "runs", "artifacts"} <= set(inspect(engine).get_table_names())
+
+
+def test_migrations_produce_exactly_the_models(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), SQLModel.metadata) == []
+
+
+def test_older_catalog_upgrades_in_place_keeping_its_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0001")
+    assert "artifacts" not in inspect(engine).get_table_names()
+    with engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO roots (url, created_at) VALUES (:u, :t)"),
+            {"u": "file:///data/", "t": datetime(2026, 1, 1, tzinfo=UTC).replace(tzinfo=None)},
+        )
+    engine.dispose()
+    engine = open_engine(url)
+    assert current_revision(engine) == head_revision()
+    assert "artifacts" in inspect(engine).get_table_names()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT url FROM roots")).scalar() == "file:///data/"
+
+
+def test_corrupt_file_is_refused_with_a_clear_message_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.db"
+    garbage = b"this is not a database" * 100
+    path.write_bytes(garbage)
+    with pytest.raises(CatalogError, match=r"catalog .*catalog\.db.* cannot be opened"):
+        open_engine(f"sqlite:///{path}")
+    assert path.read_bytes() == garbage
+
+
+def test_foreign_database_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'other.db'}"
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE customers (id INTEGER)"))
+    with pytest.raises(CatalogError, match="no govern schema version"):
+        open_engine(url)
+
+
+def test_unknown_driver_is_a_catalog_error() -> None:
+    with pytest.raises(CatalogError, match="not usable"):
+        make_engine("nosuchdb://x/y")
+
+
+def test_utc_datetime_rejects_naive_values() -> None:
+    col = tables.UTCDateTime()
+    with pytest.raises(ValueError, match="naive"):
+        col.process_bind_param(datetime(2026, 1, 1), None)  # type: ignore[arg-type]
+
+
+def test_microsecond_times_round_trip() -> None:
+    moment = datetime(2026, 11, 30, 2, 15, 0, 123456, tzinfo=UTC)
+    assert tables.datetime_from_us(tables.us_from_datetime(moment)) == moment
