@@ -41,9 +41,10 @@ def write_stage(conn: Connection, rows: Sequence[StageRow]) -> None:
         return
     if conn.dialect.name == "postgresql":
         raw: Any = conn.connection.driver_connection
-        with raw.cursor() as cur, cur.copy(
-            f"COPY scan_stage ({', '.join(STAGE_COLUMNS)}) FROM STDIN"
-        ) as copy:
+        with (
+            raw.cursor() as cur,
+            cur.copy(f"COPY scan_stage ({', '.join(STAGE_COLUMNS)}) FROM STDIN") as copy,
+        ):
             for row in rows:
                 copy.write_row(row)
         return

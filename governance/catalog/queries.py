@@ -24,8 +24,15 @@ def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iter
     """Every live object of a root, sorted by key, streamed in chunks."""
     stmt = (
         select(
-            _O.id, _O.key, _O.size, _O.last_modified, _O.etag, _O.storage_class,
-            _O.version_id, _O.upload_id, _O.tags,
+            _O.id,
+            _O.key,
+            _O.size,
+            _O.last_modified,
+            _O.etag,
+            _O.storage_class,
+            _O.version_id,
+            _O.upload_id,
+            _O.tags,
         )
         .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
         .order_by(_key_order(engine), _O.upload_id)
@@ -34,16 +41,32 @@ def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iter
         result = conn.execution_options(yield_per=chunk).execute(stmt)
         for oid, key, size, lm, etag, sc, vid, upload, tags in result:
             yield CatalogObject(
-                key=key, size=size, last_modified=datetime_from_us(lm), etag=etag,
-                storage_class=sc, version_id=vid, upload_id=upload, tags=tags, object_id=oid,
+                key=key,
+                size=size,
+                last_modified=datetime_from_us(lm),
+                etag=etag,
+                storage_class=sc,
+                version_id=vid,
+                upload_id=upload,
+                tags=tags,
+                object_id=oid,
             )
 
 
-def iter_object_rows(engine: Engine, root_url: str | None = None, include_gone: bool = False) -> Iterator[dict[str, Any]]:
+def iter_object_rows(
+    engine: Engine, root_url: str | None = None, include_gone: bool = False
+) -> Iterator[dict[str, Any]]:
     """Rows for `govern ls objects`, in root then key order, as plain dicts."""
     stmt = select(
-        _R.url, _O.key, _O.size, _O.etag, _O.last_modified, _O.storage_class, _O.version_id,
-        _O.upload_id, _O.gone_scan_id,
+        _R.url,
+        _O.key,
+        _O.size,
+        _O.etag,
+        _O.last_modified,
+        _O.storage_class,
+        _O.version_id,
+        _O.upload_id,
+        _O.gone_scan_id,
     ).join_from(StoredObject, Root, _O.root_id == _R.id)
     if root_url is not None:
         stmt = stmt.where(_R.url == root_url)
@@ -51,7 +74,9 @@ def iter_object_rows(engine: Engine, root_url: str | None = None, include_gone: 
         stmt = stmt.where(_O.gone_scan_id.is_(None))
     stmt = stmt.order_by(_R.url, _key_order(engine), _O.upload_id)
     with engine.connect() as conn:
-        for url, key, size, etag, lm, sc, vid, upload, gone in conn.execution_options(yield_per=10_000).execute(stmt):
+        for url, key, size, etag, lm, sc, vid, upload, gone in conn.execution_options(
+            yield_per=10_000
+        ).execute(stmt):
             row: dict[str, Any] = {
                 "uri": url + key,
                 "size": size,

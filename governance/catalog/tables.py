@@ -137,13 +137,13 @@ class ArtifactRow(SQLModel, table=True):
     __tablename__ = "artifacts"
     __table_args__ = (
         Index("ix_artifacts_root_key", "root_id", "key", unique=True),
-        Index("ix_artifacts_run", "run_id"),
+        Index("ix_artifacts_run", "root_id", "run_key"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
     root_id: int = Field(foreign_key="roots.id")
     scan_id: int
-    run_id: int | None = None
+    run_key: str | None = None
     key: str
     uri: str
     kind: str

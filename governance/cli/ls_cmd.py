@@ -44,8 +44,11 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
             more += 1
             continue
         table.add_row(
-            row["uri"], format_bytes(row["size"]), row["last_modified"].strftime("%Y-%m-%d %H:%M"),
-            row["storage_class"] or "-", row["etag"],
+            row["uri"],
+            format_bytes(row["size"]),
+            row["last_modified"].strftime("%Y-%m-%d %H:%M"),
+            row["storage_class"] or "-",
+            row["etag"],
         )
         shown += 1
     console = stdout_console()

@@ -53,17 +53,27 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--catalog", metavar="URL", help="Catalog URL (else GOVERN_CATALOG_URL, else .govern/catalog.db).")
-@click.option("--as", "identity", metavar="NAME", help="Acting identity (else GOVERN_USER, else the OS user).")
+@click.option(
+    "--catalog",
+    metavar="URL",
+    help="Catalog URL (else GOVERN_CATALOG_URL, else .govern/catalog.db).",
+)
+@click.option(
+    "--as", "identity", metavar="NAME", help="Acting identity (else GOVERN_USER, else the OS user)."
+)
 @click.option("-v", "--verbose", count=True, help="More logging on stderr.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or informational output.")
 @click.version_option(__version__, prog_name="govern")
 @click.pass_context
-def cli(ctx: click.Context, catalog: str | None, identity: str | None, verbose: int, quiet: bool) -> None:
+def cli(
+    ctx: click.Context, catalog: str | None, identity: str | None, verbose: int, quiet: bool
+) -> None:
     """Storage lifecycle governance for ML training artifacts: scan, plan, approve, apply."""
     settings = build_settings(catalog, identity, verbose=verbose, quiet=quiet)
     level = logging.WARNING - 10 * min(verbose, 2) if not quiet else logging.ERROR
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     app = AppContext(settings=settings)
     ctx.obj = app
     ctx.call_on_close(app.close)

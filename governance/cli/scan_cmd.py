@@ -46,12 +46,30 @@ def progress_for(app: AppContext, label: str) -> Iterator[ProgressFn | None]:
 
 
 @click.command()
-@click.option("--policy", "policy_path", type=click.Path(path_type=Path), help="Policy whose storage roots to scan.")
-@click.option("--root", "roots", multiple=True, metavar="URL", help="A root URL to scan (repeatable).")
-@click.option("--concurrency", type=click.IntRange(1, 512), default=None, help="Parallel listing requests (S3).")
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path),
+    help="Policy whose storage roots to scan.",
+)
+@click.option(
+    "--root", "roots", multiple=True, metavar="URL", help="A root URL to scan (repeatable)."
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 512),
+    default=None,
+    help="Parallel listing requests (S3).",
+)
 @format_option("table", "json")
 @pass_app
-def scan(app: AppContext, policy_path: Path | None, roots: tuple[str, ...], concurrency: int | None, fmt: str) -> None:
+def scan(
+    app: AppContext,
+    policy_path: Path | None,
+    roots: tuple[str, ...],
+    concurrency: int | None,
+    fmt: str,
+) -> None:
     """List the policy's roots (or the given ones) into the catalog; incremental."""
     policy = None
     if policy_path is not None:
@@ -60,7 +78,9 @@ def scan(app: AppContext, policy_path: Path | None, roots: tuple[str, ...], conc
         policy = load_policy(policy_path)
     summaries: list[ScanSummary] = []
     errors: list[GovernanceError] = []
-    for summary_or_error in scan_roots(app, policy, roots, concurrency=concurrency, progress_for=progress_for):
+    for summary_or_error in scan_roots(
+        app, policy, roots, concurrency=concurrency, progress_for=progress_for
+    ):
         if isinstance(summary_or_error, GovernanceError):
             click.echo(f"error: {summary_or_error}", err=True)
             errors.append(summary_or_error)
@@ -84,7 +104,12 @@ def _print_table(summaries: list[ScanSummary]) -> None:
         table.add_column(col, justify="left" if col == "root" else "right")
     for s in summaries:
         table.add_row(
-            s.root, f"{s.objects:,}", format_bytes(s.bytes), f"{s.new:,}", f"{s.changed:,}",
-            f"{s.gone:,}", f"{s.seconds:.2f}",
+            s.root,
+            f"{s.objects:,}",
+            format_bytes(s.bytes),
+            f"{s.new:,}",
+            f"{s.changed:,}",
+            f"{s.gone:,}",
+            f"{s.seconds:.2f}",
         )
     stdout_console().print(table)

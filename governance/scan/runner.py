@@ -8,9 +8,9 @@ nothing gone and leaves the last complete state as it was.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
@@ -119,9 +119,17 @@ def scan_store(
             bulk.drop_stage(conn)
             conn.commit()
     except BaseException as exc:
-        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
-        finish_scan(engine, scan_id, status="failed", error=reason,
-                    objects_listed=listed, bytes_listed=listed_bytes)
+        reason = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
+        )
+        finish_scan(
+            engine,
+            scan_id,
+            status="failed",
+            error=reason,
+            objects_listed=listed,
+            bytes_listed=listed_bytes,
+        )
         raise
     return ScanSummary(
         root=store.url,
@@ -134,4 +142,3 @@ def scan_store(
         gone=gone,
         seconds=time.perf_counter() - started,
     )
-

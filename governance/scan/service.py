@@ -38,8 +38,14 @@ def scan_roots(
             exclude = excluded_prefixes(store.url, policy)
             bar = progress_for(app, f"scan {store.url}") if progress_for else nullcontext(None)
             with bar as progress:
-                summary = scan_store(engine, store, actor=app.settings.identity, name=spec.name,
-                                     exclude_prefixes=exclude, progress=progress)
+                summary = scan_store(
+                    engine,
+                    store,
+                    actor=app.settings.identity,
+                    name=spec.name,
+                    exclude_prefixes=exclude,
+                    progress=progress,
+                )
         except GovernanceError as exc:
             yield exc
             continue

@@ -13,9 +13,6 @@ from governance.storage.base import Store
 if TYPE_CHECKING:
     from governance.policy import Policy
 
-QUARANTINE_DIR = ".govern-quarantine/"
-
-
 @dataclass(frozen=True, slots=True)
 class RootSpec:
     url: str
@@ -50,14 +47,10 @@ def resolve_roots(policy: Policy | None, root_urls: Sequence[str]) -> list[RootS
 
 def quarantine_url(root_url: str, policy: Policy | None) -> str:
     """Where deletes of this root are quarantined (policy.md defaults)."""
-    if policy is not None and policy.apply.quarantine_url:
-        return normalize_url(policy.apply.quarantine_url)
-    if root_url.startswith("file://"):
-        parent = root_url.rstrip("/").rsplit("/", 1)[0]
-        return f"{parent}/{QUARANTINE_DIR}"
-    scheme, rest = root_url.split("://", 1)
-    bucket = rest.split("/", 1)[0]
-    return f"{scheme}://{bucket}/{QUARANTINE_DIR}"
+    from governance.policy.models import ApplyConfig
+
+    apply = policy.apply if policy is not None else ApplyConfig()
+    return normalize_url(apply.quarantine_url_for(root_url))
 
 
 def excluded_prefixes(root_url: str, policy: Policy | None) -> tuple[str, ...]:

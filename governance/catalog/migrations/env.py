@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlmodel import SQLModel
 
 from governance.catalog import tables  # noqa: F401  (registers the tables' metadata)
-from sqlmodel import SQLModel
 
 config = context.config
 engine = config.attributes["engine"]

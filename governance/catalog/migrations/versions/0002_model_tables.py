@@ -44,7 +44,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column("root_id", sa.Integer(), sa.ForeignKey("roots.id"), nullable=False),
         sa.Column("scan_id", sa.Integer(), nullable=False),
-        sa.Column("run_id", sa.Integer(), nullable=True),
+        sa.Column("run_key", sa.String(), nullable=True),
         sa.Column("key", sa.String(), nullable=False),
         sa.Column("uri", sa.String(), nullable=False),
         sa.Column("kind", sa.String(), nullable=False),
@@ -61,7 +61,7 @@ def upgrade() -> None:
         sa.Column("note", sa.String(), nullable=False),
     )
     op.create_index("ix_artifacts_root_key", "artifacts", ["root_id", "key"], unique=True)
-    op.create_index("ix_artifacts_run", "artifacts", ["run_id"])
+    op.create_index("ix_artifacts_run", "artifacts", ["root_id", "run_key"])
 
 
 def downgrade() -> None:

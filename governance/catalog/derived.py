@@ -1,0 +1,149 @@
+"""Classification results in the catalog: runs and artifacts, rebuilt per root after a scan,
+and the metadata cache that lets small files be read once per ETag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.engine import Connection, Engine
+
+from governance.catalog.tables import ArtifactRow, MetaCache, RunRow, us_from_datetime
+from governance.model.types import CatalogObject, Group, Kind
+from governance.storage.base import Store
+
+_A = ArtifactRow.__table__  # type: ignore[attr-defined]
+_R = RunRow.__table__  # type: ignore[attr-defined]
+_M = MetaCache.__table__  # type: ignore[attr-defined]
+
+
+class CachedMetaReader:
+    """Reads small metadata objects through the catalog's cache, keyed by (key, ETag).
+
+    With no store (planning offline) only cached content is returned.
+    """
+
+    def __init__(self, engine: Engine, root_id: int, store: Store | None, max_bytes: int) -> None:
+        self.engine = engine
+        self.root_id = root_id
+        self.store = store
+        self.max_bytes = max_bytes
+
+    def __call__(self, obj: CatalogObject) -> bytes | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(_M.c.content).where(
+                    _M.c.root_id == self.root_id, _M.c.key == obj.key, _M.c.etag == obj.etag
+                )
+            ).first()
+        if row is not None:
+            content: bytes | None = row[0]
+            return content
+        if self.store is None or obj.size > self.max_bytes:
+            return None
+        try:
+            content = self.store.read_bytes(obj.key, self.max_bytes)
+        except Exception:  # unreadable metadata degrades classification; it never stops it
+            content = None
+        with self.engine.begin() as conn:
+            conn.execute(delete(_M).where(_M.c.root_id == self.root_id, _M.c.key == obj.key))
+            conn.execute(
+                _M.insert().values(
+                    root_id=self.root_id, key=obj.key, etag=obj.etag, content=content
+                )
+            )
+        return content
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSummary:
+    runs: int
+    artifacts: int
+    checkpoints: int
+    residue: int
+
+
+def _rows(
+    groups: Iterable[Group], root_url: str, root_id: int, scan_id: int, counts: dict[str, int]
+) -> Iterator[tuple[dict[str, Any] | None, list[dict[str, Any]]]]:
+    for group in groups:
+        run_row = None
+        checkpoints = 0
+        for art in group.artifacts:
+            counts["artifacts"] += 1
+            if art.kind is Kind.CHECKPOINT:
+                checkpoints += 1
+                counts["checkpoints"] += 1
+            elif art.kind is Kind.RESIDUE:
+                counts["residue"] += 1
+        if group.run is not None:
+            run = group.run
+            counts["runs"] += 1
+            run_row = {
+                "root_id": root_id,
+                "scan_id": scan_id,
+                "key": run.key,
+                "uri": root_url + run.key,
+                "name": run.name,
+                "status": run.status.value,
+                "status_reason": run.status_reason,
+                "attributes": run.attributes,
+                "last_write": us_from_datetime(run.last_write),
+                "bytes": sum(a.bytes for a in group.artifacts),
+                "objects": sum(a.object_count for a in group.artifacts),
+                "checkpoints": checkpoints,
+                "best_checkpoint": run.best_checkpoint,
+            }
+        arts = [
+            {
+                "root_id": root_id,
+                "scan_id": scan_id,
+                "run_key": group.run.key if group.run else None,
+                "key": a.key,
+                "uri": root_url + a.key,
+                "kind": a.kind.value,
+                "layout": a.layout,
+                "step": a.step,
+                "complete": a.complete,
+                "completeness_reason": a.completeness_reason,
+                "strippable": a.strippable,
+                "bytes": a.bytes,
+                "objects": a.object_count,
+                "last_modified": us_from_datetime(a.last_modified),
+                "components": a.components(),
+                "metrics": a.metrics or None,
+                "note": a.note,
+            }
+            for a in group.artifacts
+        ]
+        yield run_row, arts
+
+
+def replace_model(
+    conn: Connection, groups: Iterable[Group], root_url: str, root_id: int, scan_id: int
+) -> ModelSummary:
+    """Replace a root's runs and artifacts with a fresh classification, in bulk."""
+    conn.execute(delete(_A).where(_A.c.root_id == root_id))
+    conn.execute(delete(_R).where(_R.c.root_id == root_id))
+    counts = {"runs": 0, "artifacts": 0, "checkpoints": 0, "residue": 0}
+    runs: list[dict[str, Any]] = []
+    arts: list[dict[str, Any]] = []
+    for run_row, art_rows in _rows(groups, root_url, root_id, scan_id, counts):
+        if run_row is not None:
+            runs.append(run_row)
+        arts.extend(art_rows)
+        if len(arts) >= 5000 or len(runs) >= 2000:
+            _flush(conn, runs, arts)
+            runs, arts = [], []
+    _flush(conn, runs, arts)
+    return ModelSummary(**counts)
+
+
+def _flush(conn: Connection, runs: list[dict[str, Any]], arts: list[dict[str, Any]]) -> None:
+    if runs:
+        conn.execute(_R.insert(), runs)
+    if arts:
+        conn.execute(_A.insert(), arts)

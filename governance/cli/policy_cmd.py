@@ -1,0 +1,36 @@
+"""`govern policy validate PATH`: check a policy file without touching storage or catalog.
+
+A thin adapter: `load_policy` does the work and raises `PolicyError` (exit 2), which the
+CLI main prints as `error: ...` plus one line per problem.
+"""
+
+from __future__ import annotations
+
+import click
+
+from governance.cli.output import emit_json, format_option
+from governance.policy import load_policy
+
+
+@click.group("policy")
+def policy() -> None:
+    """Work with retention policy files."""
+
+
+@policy.command("validate")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@format_option("table", "json")
+def validate(path: str, fmt: str) -> None:
+    """Check the policy at PATH: exit 0 when valid, 2 with every problem when not."""
+    loaded = load_policy(path)
+    if fmt == "json":
+        doc = {
+            "valid": True,
+            "path": path,
+            "sha256": loaded.source_sha256,
+            "roots": [root.url for root in loaded.storage],
+            "rules": [rule.name for rule in loaded.rules],
+        }
+        emit_json(doc)
+        return
+    click.echo(f"policy OK: {len(loaded.rules)} rules, {len(loaded.storage)} roots")

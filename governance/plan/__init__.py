@@ -1,0 +1,1 @@
+"""The planner: policy + catalog snapshot + as_of -> a saved, fingerprinted plan."""

@@ -1,0 +1,141 @@
+"""What a plan is: typed actions with reasons, the kept list, a summary, and its identity.
+
+The planner builds a `Plan` in memory (pure: no storage or catalog writes); the catalog
+saves it; reports render it; apply executes its actions against their preconditions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class ActionType(StrEnum):
+    DELETE = "delete"
+    STRIP = "strip"
+    TRANSITION = "transition"
+    ARCHIVE = "archive"
+    DEDUPE = "dedupe"
+    ABORT_UPLOAD = "abort_upload"
+
+
+class PlanStatus(StrEnum):
+    PENDING_APPROVAL = "pending_approval"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    APPLIED = "applied"
+    PARTIALLY_APPLIED = "partially_applied"
+    EXPIRED = "expired"
+    REFUSED = "refused"
+
+
+class KeptHow(StrEnum):
+    WHOLE = "whole"
+    STRIPPED = "stripped"
+    ARCHIVED = "archived"
+    PROTECTED = "protected"
+    IN_FLIGHT = "in_flight"
+    NO_RULE = "no_rule"
+    RULE_KEEPS = "rule_keeps"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """One object an action touches, with the preconditions apply re-checks."""
+
+    uri: str
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime
+    storage_class: str | None = None
+    version_id: str | None = None
+    upload_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactRef:
+    uri: str
+    kind: str
+    run: str | None
+    step: int | None
+    root_url: str
+
+
+@dataclass(slots=True)
+class PlannedAction:
+    """One action on one artifact. `objects` are exactly the objects it acts on."""
+
+    id: int
+    rule: str
+    tier: str | None
+    action: ActionType
+    destructive: bool
+    artifact: ArtifactRef
+    objects: list[ObjectRef]
+    reason: str
+    storage_class: str | None = None  # target class (transition, archive by class)
+    dest_url: str | None = None  # archive by copy to another location
+    early_deletion_usd: float = 0.0  # minimum-storage-duration charge this action incurs
+    request_cost_usd: float = 0.0
+    monthly_cost_before_usd: float = 0.0
+    monthly_cost_after_usd: float = 0.0
+
+    @property
+    def bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptArtifact:
+    """An artifact the plan leaves in place (or keeps in a reduced form), and why."""
+
+    artifact: ArtifactRef
+    rule: str | None
+    tier: str | None
+    how: KeptHow
+    reason: str
+
+
+@dataclass(slots=True)
+class RuleSummary:
+    actions: int = 0
+    objects: int = 0
+    bytes_deleted: int = 0
+    bytes_transitioned: int = 0
+    bytes_archived: int = 0
+
+
+@dataclass(slots=True)
+class PlanSummary:
+    actions: int = 0
+    objects: int = 0
+    bytes_deleted: int = 0
+    bytes_transitioned: int = 0
+    bytes_archived: int = 0
+    early_deletion_usd: float = 0.0
+    request_cost_usd: float = 0.0
+    monthly_cost_before_usd: float = 0.0
+    monthly_cost_after_usd: float = 0.0
+    by_rule: dict[str, RuleSummary] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Plan:
+    """A whole plan. `fingerprint` is over the canonical action list (see plan.fingerprint)."""
+
+    plan_id: str
+    fingerprint: str
+    as_of: datetime
+    created_at: datetime
+    created_by: str
+    policy_path: str | None
+    policy_sha256: str | None
+    status: PlanStatus
+    scans: dict[str, int]  # root URL -> the scan id the plan was made from
+    actions: list[PlannedAction]
+    kept: list[KeptArtifact]
+    summary: PlanSummary
+    refusal: str | None = None  # which safety limit, by how much
+    notes: list[str] = field(default_factory=list)  # e.g. transitions not applicable on a filesystem

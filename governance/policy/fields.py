@@ -1,0 +1,196 @@
+"""Shared field types of the policy models: durations, sizes, storage classes, selectors.
+
+Cross-field checks raise `fail(...)`, a `PydanticCustomError` whose context carries
+`subloc` (a path below the model or field that raised it) so that the loader can point at
+the exact key, e.g. the second rule named `logs`, not the whole `rules` list.
+"""
+
+from __future__ import annotations
+
+import difflib
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from governance.model.types import Kind, RunStatus
+from governance.policy.select import check_template, normalize_glob, normalize_root_url
+from governance.policy.units import format_duration, parse_duration, parse_size
+
+
+def fail(message: str, *subloc: str | int) -> PydanticCustomError:
+    """An error the loader places at `subloc` below the model (or field) that raised it."""
+    return PydanticCustomError("policy", "{msg}", {"msg": message, "subloc": tuple(subloc)})
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """' (did you mean 'x'?)' for the closest choice, or ''."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class StorageClass(StrEnum):
+    """S3 storage classes, warmest first: the order is the transition waterfall."""
+
+    STANDARD = "STANDARD"
+    INTELLIGENT_TIERING = "INTELLIGENT_TIERING"
+    STANDARD_IA = "STANDARD_IA"
+    ONEZONE_IA = "ONEZONE_IA"
+    GLACIER_IR = "GLACIER_IR"
+    GLACIER = "GLACIER"
+    DEEP_ARCHIVE = "DEEP_ARCHIVE"
+
+    @property
+    def coldness(self) -> int:
+        """Position in the waterfall: a transition may only increase it."""
+        return list(StorageClass).index(self)
+
+
+DEFAULT_PRICING: dict[StorageClass, float] = {
+    StorageClass.STANDARD: 0.023,
+    StorageClass.INTELLIGENT_TIERING: 0.023,
+    StorageClass.STANDARD_IA: 0.0125,
+    StorageClass.ONEZONE_IA: 0.01,
+    StorageClass.GLACIER_IR: 0.004,
+    StorageClass.GLACIER: 0.0036,
+    StorageClass.DEEP_ARCHIVE: 0.00099,
+}
+"""USD per GB-month (us-east-1 list prices), used for classes a policy does not price."""
+
+
+def _storage_class(value: object) -> object:
+    if isinstance(value, str) and value.upper() in StorageClass.__members__:
+        return value.upper()
+    if isinstance(value, str):
+        known = ", ".join(StorageClass)
+        raise ValueError(
+            f"unknown storage class {value!r}{did_you_mean(value.upper(), [c.value for c in StorageClass])}; "
+            f"known: {known}"
+        )
+    return value
+
+
+def as_tuple(value: object) -> object:
+    """Accept one value where a list is expected (`kind: log` == `kind: [log]`)."""
+    return value if isinstance(value, list | tuple) else [value]
+
+
+def _tag_value(value: object) -> object:
+    """YAML turns `retain: true` into a bool; tags are strings, so take it back."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _positive(td: timedelta) -> timedelta:
+    if td <= timedelta(0):
+        raise ValueError("must be longer than zero")
+    return td
+
+
+Duration = Annotated[
+    timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)
+]
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+Size = Annotated[int, BeforeValidator(parse_size)]
+StorageClassName = Annotated[StorageClass, BeforeValidator(_storage_class)]
+TagValue = Annotated[str, BeforeValidator(_tag_value)]
+UrlGlob = Annotated[str, AfterValidator(normalize_glob)]
+FolderUrl = Annotated[str, AfterValidator(normalize_root_url)]
+RunTemplate = Annotated[str, AfterValidator(check_template)]
+ActionName = Literal["delete", "strip", "dedupe", "archive", "abort_upload", "transition"]
+DESTRUCTIVE_ACTIONS: tuple[ActionName, ...] = (
+    "delete",
+    "strip",
+    "dedupe",
+    "archive",
+    "abort_upload",
+)
+
+
+class PolicyModel(BaseModel):
+    """Base of every policy block: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+# ----------------------------------------------------------------------------- selectors
+
+SELECTOR_KEYS = (
+    "kind", "run", "path", "run_status", "tags", "min_size", "max_size", "older_than",
+    "storage_class",
+)  # fmt: skip
+
+
+def _placeholder_key(key: str, info: ValidationInfo) -> str:
+    """With the loader's context, a select key must be a layout placeholder."""
+    declared = (info.context or {}).get("placeholders")
+    if declared is not None and key not in declared:
+        raise ValueError(unknown_select_key(key, declared))
+    return key
+
+
+def unknown_select_key(key: str, declared: set[str] | frozenset[str]) -> str:
+    names = ", ".join(sorted(declared)) or "none declared"
+    return (
+        f"unknown select key {key!r}{did_you_mean(key, [*SELECTOR_KEYS, *declared])}: "
+        f"not a selector key nor a placeholder of layout.runs ({names})"
+    )
+
+
+class Selector(PolicyModel):
+    """Which artifacts a rule, dedupe or budget applies to; every given condition must hold.
+
+    Keys other than the fixed ones are layout placeholders (`team: nlp`); they are
+    gathered into `attributes`, each a tuple of globs (one must match).
+    """
+
+    kind: Annotated[tuple[Kind, ...], BeforeValidator(as_tuple)] | None = None
+    run: str | None = None
+    path: UrlGlob | None = None
+    run_status: Annotated[tuple[RunStatus, ...], BeforeValidator(as_tuple)] | None = None
+    tags: dict[str, TagValue] | None = None
+    min_size: Size | None = None
+    max_size: Size | None = None
+    older_than: Duration | None = None
+    storage_class: Annotated[tuple[StorageClassName, ...], BeforeValidator(as_tuple)] | None = None
+    attributes: dict[
+        Annotated[str, AfterValidator(_placeholder_key)],
+        Annotated[tuple[TagValue, ...], BeforeValidator(as_tuple)],
+    ] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_placeholders(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        extra = {k: v for k, v in data.items() if k not in cls.model_fields}
+        if not extra:
+            return data
+        out = {k: v for k, v in data.items() if k in cls.model_fields}
+        given = out.get("attributes")
+        out["attributes"] = {**(given if isinstance(given, dict) else {}), **extra}
+        return out
+
+    @model_validator(mode="after")
+    def _sizes_ordered(self) -> Selector:
+        if (
+            self.min_size is not None
+            and self.max_size is not None
+            and self.min_size > self.max_size
+        ):
+            raise fail("min_size is larger than max_size", "min_size")
+        return self

@@ -1,0 +1,223 @@
+"""Load a policy file: YAML -> validated `Policy`, every error placed at `file:line:col`.
+
+The round-trip YAML loader keeps a line/column for every key and item; pydantic reports
+each error with a `loc` path; `_locate` walks that path through the YAML tree. All errors
+are collected into one `PolicyError`, sorted by position, e.g.::
+
+    policies/retention.yaml:39:9: rules[2].tiers[0].kep_last: unknown key 'kep_last' (did you mean 'keep_last'?)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
+
+from governance.errors import PolicyError
+from governance.policy.fields import did_you_mean
+from governance.policy.models import Policy
+from governance.policy.select import template_placeholders
+
+Loc = tuple[str | int, ...]
+_VALUE_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file; raises `PolicyError` naming every problem."""
+    source = Path(path)
+    try:
+        raw = source.read_bytes()
+    except FileNotFoundError:
+        raise PolicyError(f"policy file not found: {source}") from None
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy file {source}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    policy = _load(text, str(source), hashlib.sha256(raw).hexdigest())
+    policy._source_path = source
+    return policy
+
+
+def load_policy_text(text: str, source_name: str = "<policy>") -> Policy:
+    """Validate policy YAML given as text; `source_name` is used in error positions."""
+    return _load(text, source_name, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def _load(text: str, name: str, sha256: str) -> Policy:
+    yaml = YAML(typ="rt")
+    try:
+        tree = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        what = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        problem = f"{name}:{line}:{col}: YAML syntax error: {what}"
+        raise PolicyError(f"invalid policy {name}: YAML syntax error", [problem]) from None
+    if tree is None:
+        problem = f"{name}:1:1: the policy is empty (expected at least version and storage)"
+        raise PolicyError(f"invalid policy {name}: empty", [problem])
+    context = {"placeholders": _declared_placeholders(tree)}
+    try:
+        policy = Policy.model_validate(_plain(tree), context=context)
+    except ValidationError as exc:
+        errors = _without_consequences(exc.errors())
+        located = sorted(_describe(name, tree, err) for err in errors)
+        problems = [text for _, text in located]
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        raise PolicyError(f"invalid policy {name}: {count}", problems) from None
+    policy._source_sha256 = sha256
+    return policy
+
+
+def _without_consequences(errors: list[Any]) -> list[Any]:
+    """Drop "too short" on a list whose items failed: only the items' errors matter."""
+    kept = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "too_short" and any(
+            len(o["loc"]) > len(loc) and tuple(o["loc"][: len(loc)]) == loc for o in errors
+        ):
+            continue
+        kept.append(err)
+    return kept
+
+
+def _plain(node: Any) -> Any:
+    """ruamel's commented containers and scalar subclasses -> plain Python values."""
+    if isinstance(node, dict):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, ScalarBoolean):
+        return bool(node)
+    if isinstance(node, bool) or node is None:
+        return node
+    for kind in (str, int, float):
+        if isinstance(node, kind):
+            return kind(node)
+    return node
+
+
+def _declared_placeholders(tree: Any) -> frozenset[str]:
+    """Placeholders of `layout.runs`, read from the raw tree so select keys are checked in
+    the same pass as everything else (and reported at the offending key)."""
+    layout = tree.get("layout") if isinstance(tree, dict) else None
+    runs = layout.get("runs") if isinstance(layout, dict) else None
+    names = {
+        n for t in (runs if isinstance(runs, list) else []) if isinstance(t, str)
+        for n in template_placeholders(t)
+    }  # fmt: skip
+    return frozenset(names - {"run"})
+
+
+def _describe(name: str, tree: Any, err: Any) -> tuple[tuple[int, int], str]:
+    """One pydantic error -> ((line, col), 'file:line:col: key.path: message')."""
+    loc: Loc = tuple(err["loc"]) + tuple((err.get("ctx") or {}).get("subloc", ()))
+    if err["type"] == "extra_forbidden":
+        loc += ("[key]",)  # point at the unknown key, not at its value
+    (line, col), shown = _locate(tree, loc, block_at_key=err["type"] == "policy")
+    message = _message(err, loc[:-1] if loc[-1:] == ("[key]",) else loc)
+    path = _format_path(shown) or "(top level)"
+    return (line, col), f"{name}:{line}:{col}: {path}: {message}"
+
+
+def _locate(
+    tree: Any, loc: Loc, block_at_key: bool = False
+) -> tuple[tuple[int, int], list[str | int]]:
+    """Walk `loc` through the YAML tree: the 1-based position and the path to display.
+
+    An error is placed at the value, except at the key itself when it is about the key
+    (unknown key, a bad dict key) or, with `block_at_key`, when a cross-field check
+    flags a whole block (`tiers:` without `otherwise`). Segments that are not in the YAML (a
+    missing key, the internal `attributes` of a selector) keep the parent's position.
+    """
+    node: Any = tree
+    lc = getattr(tree, "lc", None)
+    pos = (getattr(lc, "line", 0) or 0, getattr(lc, "col", 0) or 0)
+    shown: list[str | int] = []
+    for i, seg in enumerate(loc):
+        last = i == len(loc) - 1
+        if seg == "[key]":
+            continue
+        if isinstance(node, CommentedMap) and isinstance(seg, str) and seg in node:
+            child = node[seg]
+            about_key = (not last and loc[i + 1] == "[key]") or (
+                block_at_key and isinstance(child, dict | list)
+            )
+            pos = node.lc.key(seg) if about_key else node.lc.value(seg)
+            shown.append(seg)
+            node = child
+        elif isinstance(node, CommentedSeq) and isinstance(seg, int) and 0 <= seg < len(node):
+            pos = node.lc.item(seg)
+            shown.append(seg)
+            node = node[seg]
+        elif isinstance(node, CommentedMap) and seg == "attributes":
+            continue  # a selector's placeholders are its own extra keys in the YAML
+        else:
+            shown.append(seg)
+            node = None
+    return (pos[0] + 1, pos[1] + 1), shown
+
+
+def _format_path(parts: Sequence[str | int]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def _message(err: Any, loc: Loc) -> str:
+    kind, msg = err["type"], str(err["msg"])
+    key = next((s for s in reversed(loc) if isinstance(s, str) and s != "[key]"), "")
+    if kind == "extra_forbidden":
+        return f"unknown key {key!r}{did_you_mean(key, _allowed_keys(loc[:-1]))}"
+    if kind == "literal_error" and loc == ("version",):
+        return f"unsupported policy version {err['input']!r} (this govern reads version 1)"
+    if kind == "missing":
+        return f"missing required key {key!r}"
+    if kind in ("model_type", "dict_type") and isinstance(err.get("input"), list | str | int):
+        return f"expected a mapping, got {_type_name(err['input'])}"
+    for prefix in _VALUE_PREFIXES:
+        msg = msg.removeprefix(prefix)
+    return msg
+
+
+def _type_name(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number"}.get(type(value), type(value).__name__)
+
+
+def _allowed_keys(loc: Loc) -> list[str]:
+    """The field names of the model at `loc`, found by walking the model annotations."""
+    current: Any = Policy
+    for seg in loc:
+        if isinstance(seg, int):
+            continue  # an index into a list: `_model_in` already looks inside containers
+        model = _model_in(current)
+        field = model.model_fields.get(seg) if model is not None else None
+        if field is None:
+            return []
+        current = field.annotation
+    model = _model_in(current)
+    return list(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel class inside `X`, `X | None`, `Annotated[X, ...]` or a tuple of X."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is dict:
+        return None
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

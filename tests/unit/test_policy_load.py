@@ -1,0 +1,422 @@
+"""Loading policies: the shipped examples validate, and every error names file:line:col."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from governance.cli.policy_cmd import policy as policy_group
+from governance.errors import EXIT_BAD_INPUT, PolicyError
+from governance.model.types import Component, Kind, RunStatus
+from governance.policy import Policy, load_policy, load_policy_text
+from governance.policy.models import StorageClass
+
+REPO = Path(__file__).resolve().parents[2]
+
+HEAD = """\
+version: 1
+storage:
+  - name: artifacts
+    url: s3://ml-artifacts/
+"""  # four lines: the cases below start at line 5
+
+
+def write(tmp_path: Path, body: str, head: str = HEAD) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(head + textwrap.dedent(body))
+    return path
+
+
+def problems(tmp_path: Path, body: str, head: str = HEAD) -> list[str]:
+    path = write(tmp_path, body, head)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    prefix = f"{path}:"
+    assert all(p.startswith(prefix) for p in info.value.problems)
+    return [p[len(prefix) :] for p in info.value.problems]
+
+
+# ----------------------------------------------------------------------------- valid
+
+
+def test_example_policy_validates() -> None:
+    path = REPO / "policies" / "retention.yaml"
+    loaded = load_policy(path)
+    assert loaded.source_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert loaded.source_path == path
+    assert [r.name for r in loaded.rules] == [
+        "failed-runs", "residue", "checkpoints", "logs", "datasets",
+    ]  # fmt: skip
+    assert loaded.storage[1].url == "file:///mnt/shared/scratch/"
+    assert loaded.layout.placeholders == {"team", "project"}
+    ckpt = loaded.rule("checkpoints")
+    assert ckpt.select.kind == (Kind.CHECKPOINT,)
+    assert ckpt.otherwise == "delete"
+    assert ckpt.tiers is not None
+    recent, mid, long = ckpt.tiers
+    assert (recent.keep_last, recent.max_age) == (3, timedelta(days=30))
+    assert mid.keep_components == (Component.WEIGHTS, Component.METADATA)
+    assert mid.strips
+    assert long.keep == ("final", "best")
+    assert long.best_metric is not None
+    assert long.best_metric.mode == "min"
+    assert long.archive is not None
+    assert long.archive.storage_class is StorageClass.DEEP_ARCHIVE
+    logs = loaded.rule("logs")
+    assert logs.transition is not None
+    assert logs.expire is not None
+    assert [s.storage_class for s in logs.transition] == ["STANDARD_IA", "GLACIER_IR"]
+    assert logs.expire.after == timedelta(days=365)
+    assert loaded.rule("datasets").select.min_size == 2**30
+    assert loaded.rule("failed-runs").select.run_status == (
+        RunStatus.FAILED, RunStatus.ABANDONED,
+    )  # fmt: skip
+    assert loaded.protect.tags == {"retain": "true", "legal-hold": "*"}
+    assert loaded.protect.paths == ("s3://ml-artifacts/releases/**",)
+    assert loaded.dedupe is not None
+    assert loaded.dedupe.action == "delete"
+    assert loaded.approval.expires_after == timedelta(hours=72)
+    assert loaded.safety.max_delete_bytes == 50 * 2**40
+    assert loaded.price("DEEP_ARCHIVE") == 0.00099
+    assert loaded.price("GLACIER_IR") == 0.004  # a built-in default
+    assert loaded.budgets[0].select.attributes == {"team": ("nlp",)}
+
+
+def test_minimal_policy_gets_safe_defaults() -> None:
+    loaded = load_policy(REPO / "policies" / "minimal.yaml")
+    assert loaded.protect.min_age == timedelta(days=3)
+    assert loaded.safety.max_delete_fraction == 0.5
+    assert loaded.safety.max_delete_bytes is None
+    assert loaded.approval.require_for == ("delete", "strip", "dedupe", "archive", "abort_upload")
+    assert loaded.approval.approvers == 1
+    assert loaded.approval.allow_self_approval is False
+    assert loaded.approval.expires_after == timedelta(hours=72)
+    assert (loaded.approval.mode, loaded.approval.notice_period) == ("approve", timedelta(days=7))
+    assert loaded.apply.delete_mode == "quarantine"
+    assert loaded.apply.quarantine_for == timedelta(days=14)
+    assert loaded.apply.quarantine_url_for("s3://ml-artifacts/a/b/") == (
+        "s3://ml-artifacts/.govern-quarantine/"
+    )
+    assert loaded.apply.quarantine_url_for("file:///mnt/scratch/") == (
+        "file:///mnt/.govern-quarantine/"
+    )
+    assert loaded.dedupe is None
+    assert loaded.layout.runs == ()
+    assert loaded.notify == ()
+    assert loaded.budgets == ()
+
+
+def test_empty_rules_and_text_loading() -> None:
+    loaded = load_policy_text(HEAD + "rules: []\n", "inline")
+    assert loaded.rules == ()
+    assert loaded.source_sha256 == hashlib.sha256((HEAD + "rules: []\n").encode()).hexdigest()
+    assert isinstance(loaded, Policy)
+
+
+def test_classify_options() -> None:
+    loaded = load_policy(REPO / "policies" / "retention.yaml")
+    as_of = datetime(2026, 11, 30, tzinfo=UTC)
+    opts = loaded.classify_options(as_of)
+    assert opts.as_of == as_of
+    assert opts.run_templates == ("{team}/{project}/runs/{run}/", "runs/{run}/")
+    assert opts.completed_markers == ("COMPLETED", "_SUCCESS")
+    assert opts.abandoned_after == timedelta(days=7)
+    assert opts.grace == timedelta(days=3)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        loaded.classify_options(datetime(2026, 1, 1))
+
+
+def test_additions_validate(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        approval: {mode: notice, notice_period: 2d}
+        apply: {concurrency: 8, quarantine_url: ./q}
+        notify:
+          - {type: slack, url: "https://hooks.slack.com/x", on: [plan, failure]}
+          - {type: email, to: ops@example.com}
+        """,
+    )
+    loaded = load_policy(path)
+    assert loaded.approval.notice_period == timedelta(days=2)
+    assert loaded.apply.concurrency == 8
+    assert loaded.apply.quarantine_url == f"file://{Path.cwd()}/q/"
+    assert loaded.notify[1].to == ("ops@example.com",)
+    assert loaded.notify[1].on == ("plan", "apply", "budget", "failure")
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_unknown_key_suggests(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: checkpoints
+            select: {kind: checkpoint}
+            tiers:
+              - name: recent
+                kep_last: 3
+            otherwise: delete
+        """,
+    )
+    assert found == [
+        "10:9: rules[0].tiers[0].kep_last: unknown key 'kep_last' (did you mean 'keep_last'?)"
+    ]
+
+
+def test_bad_duration(tmp_path: Path) -> None:
+    found = problems(tmp_path, "rules:\n  - {name: r, expire: {after: 14days}}\n")
+    assert found == [
+        "6:31: rules[0].expire.after: invalid duration '14days': expected e.g. 90m, 36h, 7d, 2w"
+    ]
+
+
+def test_bad_size(tmp_path: Path) -> None:
+    found = problems(tmp_path, "safety:\n  max_delete_bytes: 5 TQ\n")
+    assert len(found) == 1
+    assert found[0].startswith("6:21: safety.max_delete_bytes: invalid size unit 'TQ'")
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    found = problems(tmp_path, "approval:\n  approvers: two\n  allow_self_approval: [x]\n")
+    assert found == [
+        "6:14: approval.approvers: Input should be a valid integer, unable to parse string as an integer",
+        "7:24: approval.allow_self_approval: Input should be a valid boolean",
+    ]
+
+
+def test_block_given_as_list(tmp_path: Path) -> None:
+    found = problems(tmp_path, "safety:\n  - 1\n")
+    assert found == ["6:3: safety: expected a mapping, got a list"]
+
+
+def test_unknown_storage_class(tmp_path: Path) -> None:
+    found = problems(tmp_path, "pricing:\n  STANDARD: 0.02\n  GLACIR: 0.004\n")
+    assert len(found) == 1
+    assert found[0].startswith(
+        "7:3: pricing.GLACIR: unknown storage class 'GLACIR' (did you mean 'GLACIER'?)"
+    )
+
+
+def test_tier_that_keeps_nothing(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: checkpoints
+            tiers:
+              - name: recent
+                keep_last: 2
+              - name: empty
+                max_age: 30d
+            otherwise: keep
+        """,
+    )
+    assert found == [
+        "10:9: rules[0].tiers[1]: tier 'empty' keeps nothing: give keep_last, "
+        "keep_every_steps, keep_daily, keep_weekly or keep"
+    ]
+
+
+def test_otherwise_missing(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: checkpoints
+            select: {kind: checkpoint}
+            tiers:
+              - {name: recent, keep_last: 3}
+        """,
+    )
+    assert found == [
+        "8:5: rules[0].tiers: 'otherwise: delete|keep' is required with tiers "
+        "(what happens to a checkpoint no tier keeps)"
+    ]
+
+
+def test_transition_up_the_waterfall(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: logs
+            transition:
+              - {after: 14d, storage_class: GLACIER_IR}
+              - {after: 60d, storage_class: STANDARD_IA}
+        """,
+    )
+    assert len(found) == 1
+    assert found[0].startswith(
+        "9:37: rules[0].transition[1].storage_class: transition to STANDARD_IA goes up "
+        "the waterfall from GLACIER_IR"
+    )
+
+
+def test_transition_after_must_increase_and_expire_come_last(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: logs
+            transition:
+              - {after: 60d, storage_class: STANDARD_IA}
+              - {after: 14d, storage_class: GLACIER_IR}
+          - name: late
+            transition: [{after: 60d, storage_class: STANDARD_IA}]
+            expire: {after: 30d}
+        """,
+    )
+    assert found == [
+        "9:17: rules[0].transition[1].after: after 14d must be later than the previous step (60d)",
+        "12:21: rules[1].expire.after: expire after 30d comes before the last transition (60d)",
+    ]
+
+
+def test_select_key_not_a_placeholder(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        layout:
+          runs: ["{team}/runs/{run}/"]
+        rules:
+          - name: nlp
+            select: {kind: log, teem: nlp}
+            expire: {after: 7d}
+        """,
+    )
+    assert found == [
+        "9:25: rules[0].select.teem: unknown select key 'teem' (did you mean 'team'?): "
+        "not a selector key nor a placeholder of layout.runs (team)"
+    ]
+
+
+def test_best_without_best_metric(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: checkpoints
+            tiers:
+              - name: long-term
+                keep: [final, best]
+            otherwise: delete
+        """,
+    )
+    assert found == [
+        "9:9: rules[0].tiers[0].keep: keep: [best] needs best_metric: {name: ..., mode: min|max}"
+    ]
+
+
+def test_duplicate_rule_names(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - {name: logs, expire: {after: 7d}}
+          - {name: other, expire: {after: 7d}}
+          - {name: logs, expire: {after: 9d}}
+        """,
+    )
+    assert found == ["8:12: rules[2].name: duplicate rule name 'logs' (also rules[0])"]
+
+
+def test_bad_layout_template(tmp_path: Path) -> None:
+    found = problems(tmp_path, 'layout:\n  runs: ["runs/{name}/"]\n')
+    assert found == ["6:10: layout.runs[0]: template 'runs/{name}/' has no {run} placeholder"]
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    found = problems(tmp_path, "storage:\n  - {name: a}\n", head="version: 1\n")
+    assert found == ["3:5: storage[0].url: missing required key 'url'"]
+
+
+def test_several_errors_at_once_sorted_by_position(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        protect: {min_age: soon}
+        rules:
+          - name: r
+            expire: {after: 3d, when: now}
+        safety: {max_delete_fraction: 1.5}
+        """,
+        head="version: 2\nstorage:\n  - {name: a, url: /data, bucket: x}\n",
+    )
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert str(info.value) == f"invalid policy {path}: 5 problems"
+    positions = [p[len(str(path)) + 1 :].split(": ")[0] for p in info.value.problems]
+    assert positions == ["1:10", "3:27", "4:20", "7:25", "8:31"]
+    assert (
+        "version: unsupported policy version 2 (this govern reads version 1)"
+        in (info.value.problems[0])
+    )
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    found = problems(tmp_path, "rules:\n  - name: [unclosed\n")
+    assert len(found) == 1
+    assert found[0].startswith("7:1: YAML syntax error:")
+
+
+def test_duplicate_yaml_key_is_a_syntax_error(tmp_path: Path) -> None:
+    found = problems(tmp_path, "rules: []\nrules: []\n")
+    assert found[0].startswith("6:1: YAML syntax error:")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    found = problems(tmp_path, "", head="# nothing\n")
+    assert found == ["1:1: the policy is empty (expected at least version and storage)"]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(PolicyError, match=f"policy file not found: {missing}"):
+        load_policy(missing)
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def test_cli_validate_table_and_json() -> None:
+    path = str(REPO / "policies" / "retention.yaml")
+    result = CliRunner().invoke(policy_group, ["validate", path])
+    assert result.exit_code == 0
+    assert result.output == "policy OK: 5 rules, 2 roots\n"
+    result = CliRunner().invoke(policy_group, ["validate", path, "--format", "json"])
+    assert result.exit_code == 0
+    doc = json.loads(result.output)
+    assert doc["valid"] is True
+    assert doc["path"] == path
+    assert doc["sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    assert doc["rules"] == ["failed-runs", "residue", "checkpoints", "logs", "datasets"]
+
+
+def test_cli_validate_raises_policy_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "bogus: 1\n")
+    result = CliRunner().invoke(policy_group, ["validate", str(path)])
+    assert isinstance(result.exception, PolicyError)
+    assert result.exception.problems == [f"{path}:5:1: bogus: unknown key 'bogus'"]
+
+
+def test_policy_built_in_code_checks_placeholders_too() -> None:
+    data = {
+        "version": 1,
+        "storage": [{"name": "a", "url": "s3://b/"}],
+        "layout": {"runs": ["{team}/{run}/"]},
+        "budgets": [{"select": {"team": "nlp"}, "monthly_usd": 10}],
+    }
+    assert Policy.model_validate(data).budgets[0].select.attributes == {"team": ("nlp",)}
+    data["budgets"] = [{"select": {"project": "x"}, "monthly_usd": 10}]
+    with pytest.raises(ValueError, match="unknown select key 'project'"):
+        Policy.model_validate(data)
