@@ -92,8 +92,18 @@ def build_demo_tree(root: Path, now: datetime) -> TreeWriter:
         age = (64 - 4 * i) * day
         _hf_checkpoint(w, run, step, age, shards=2, loss=loss, history=list(history))
         history.append({"step": step, "eval_loss": loss})
-    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+    final_names = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    for name in final_names:
         w.write(f"{run}final/{name}", age=4 * day, size=2 * GiB)
+    final_index = {
+        "metadata": {},
+        "weight_map": {"embed.weight": final_names[0], "lm_head.weight": final_names[1]},
+    }
+    w.write(
+        f"{run}final/model.safetensors.index.json",
+        age=4 * day,
+        content=json.dumps(final_index).encode(),
+    )
     w.write(f"{run}final/config.json", age=4 * day, content=b'{"model_type": "llama"}')
     w.write(f"{run}final/tokenizer.json", age=4 * day, size=2 * MiB)
     w.write(f"{run}COMPLETED", age=4 * day, content=b"")
@@ -142,9 +152,11 @@ def build_demo_tree(root: Path, now: datetime) -> TreeWriter:
     for step in (1000, 2000, 3000):
         tag = f"{run}global_step{step}/"
         age = (30 - step // 500) * day
-        for rank in range(2):
-            w.write(f"{tag}mp_rank_{rank:02d}_model_states.pt", age=age, size=1 * GiB)
-            w.write(f"{tag}zero_pp_rank_{rank}_mp_rank_00_optim_states.pt", age=age, size=3 * GiB)
+        w.write(f"{tag}mp_rank_00_model_states.pt", age=age, size=2 * GiB)
+        for dp_rank in range(2):
+            w.write(
+                f"{tag}zero_pp_rank_{dp_rank}_mp_rank_00_optim_states.pt", age=age, size=3 * GiB
+            )
     w.write(f"{run}latest", age=24 * day, content=b"global_step2000")
 
     # Residue: a staged HF save that never got renamed, temp files.

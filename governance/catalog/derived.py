@@ -5,6 +5,7 @@ and the metadata cache that lets small files be read once per ETag.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow, us_from_datetime
-from governance.model.types import CatalogObject, Group, Kind
+from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind
 from governance.storage.base import Store
 
 _A = ArtifactRow.__table__  # type: ignore[attr-defined]
@@ -23,22 +24,28 @@ _M = MetaCache.__table__  # type: ignore[attr-defined]
 class CachedMetaReader:
     """Reads small metadata objects through the catalog's cache, keyed by (key, ETag).
 
-    With no store (planning offline) only cached content is returned.
+    With no store (planning offline) only cached content is returned. Given a Connection
+    it reads and writes the cache inside that connection's transaction (so classification
+    can refresh the cache while it rewrites a root's artifacts without locking itself out).
     """
 
-    def __init__(self, engine: Engine, root_id: int, store: Store | None, max_bytes: int) -> None:
-        self.engine = engine
+    def __init__(
+        self, db: Engine | Connection, root_id: int, store: Store | None, max_bytes: int
+    ) -> None:
+        self.db = db
         self.root_id = root_id
         self.store = store
         self.max_bytes = max_bytes
 
+    def _conn(self) -> AbstractContextManager[Connection]:
+        if isinstance(self.db, Connection):
+            return nullcontext(self.db)
+        return self.db.begin()
+
     def __call__(self, obj: CatalogObject) -> bytes | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(_M.c.content).where(
-                    _M.c.root_id == self.root_id, _M.c.key == obj.key, _M.c.etag == obj.etag
-                )
-            ).first()
+        where = (_M.c.root_id == self.root_id, _M.c.key == obj.key)
+        with self._conn() as conn:
+            row = conn.execute(select(_M.c.content).where(*where, _M.c.etag == obj.etag)).first()
         if row is not None:
             content: bytes | None = row[0]
             return content
@@ -48,12 +55,10 @@ class CachedMetaReader:
             content = self.store.read_bytes(obj.key, self.max_bytes)
         except Exception:  # unreadable metadata degrades classification; it never stops it
             content = None
-        with self.engine.begin() as conn:
-            conn.execute(delete(_M).where(_M.c.root_id == self.root_id, _M.c.key == obj.key))
+        with self._conn() as conn:
+            conn.execute(delete(_M).where(*where))
             conn.execute(
-                _M.insert().values(
-                    root_id=self.root_id, key=obj.key, etag=obj.etag, content=content
-                )
+                _M.insert().values(root_id=self.root_id, key=obj.key, etag=obj.etag, content=content)
             )
         return content
 
@@ -147,3 +152,21 @@ def _flush(conn: Connection, runs: list[dict[str, Any]], arts: list[dict[str, An
         conn.execute(_R.insert(), runs)
     if arts:
         conn.execute(_A.insert(), arts)
+
+
+def classify_root(
+    engine: Engine,
+    store: Store | None,
+    root_id: int,
+    root_url: str,
+    scan_id: int,
+    options: ClassifyOptions,
+) -> ModelSummary:
+    """Classify a root's live objects and replace its runs and artifacts in one transaction."""
+    from governance.catalog.queries import iter_live_objects
+    from governance.model.classify import classify
+
+    with engine.begin() as conn:
+        reader = CachedMetaReader(conn, root_id, store, options.metadata_max_bytes)
+        groups = classify(lambda: iter_live_objects(engine, root_id), options, reader)
+        return replace_model(conn, groups, root_url, root_id, scan_id)

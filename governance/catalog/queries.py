@@ -90,3 +90,80 @@ def iter_object_rows(
             if include_gone:
                 row["gone"] = gone is not None
             yield row
+
+
+def iter_run_rows(engine: Engine, root_url: str | None = None) -> Iterator[dict[str, Any]]:
+    """Rows for `govern ls runs`."""
+    from governance.catalog.tables import RunRow
+
+    r = RunRow.__table__.c  # type: ignore[attr-defined]
+    stmt = select(r, _R.url.label("root_url")).join_from(RunRow, Root, r.root_id == _R.id)
+    if root_url is not None:
+        stmt = stmt.where(_R.url == root_url)
+    stmt = stmt.order_by(_R.url, r.key)
+    with engine.connect() as conn:
+        for row in conn.execute(stmt).mappings():
+            yield {
+                "run": row["name"],
+                "uri": row["uri"],
+                "status": row["status"],
+                "status_reason": row["status_reason"],
+                "attributes": row["attributes"] or {},
+                "last_write": datetime_from_us(row["last_write"]),
+                "bytes": row["bytes"],
+                "objects": row["objects"],
+                "checkpoints": row["checkpoints"],
+                "best_checkpoint": row["best_checkpoint"],
+                "root": row["root_url"],
+            }
+
+
+def iter_artifact_rows(
+    engine: Engine,
+    root_url: str | None = None,
+    run_key_glob: str | None = None,
+    kind: str | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Rows for `govern ls artifacts`, with the run's name joined in."""
+    from sqlalchemy import and_
+
+    from governance.catalog.tables import ArtifactRow, RunRow
+
+    a = ArtifactRow.__table__.c  # type: ignore[attr-defined]
+    r = RunRow.__table__.c  # type: ignore[attr-defined]
+    stmt = (
+        select(a, _R.url.label("root_url"), r.name.label("run_name"))
+        .join_from(ArtifactRow, Root, a.root_id == _R.id)
+        .outerjoin(RunRow, and_(r.root_id == a.root_id, r.key == a.run_key))
+    )
+    if root_url is not None:
+        stmt = stmt.where(_R.url == root_url)
+    if kind is not None:
+        stmt = stmt.where(a.kind == kind)
+    stmt = stmt.order_by(_R.url, a.key)
+    matcher = None
+    if run_key_glob is not None:
+        import fnmatch
+        import re
+
+        matcher = re.compile(fnmatch.translate(run_key_glob))
+    with engine.connect() as conn:
+        for row in conn.execution_options(yield_per=5000).execute(stmt).mappings():
+            if matcher is not None and not (row["run_name"] and matcher.match(row["run_name"])):
+                continue
+            yield {
+                "uri": row["uri"],
+                "kind": row["kind"],
+                "layout": row["layout"],
+                "run": row["run_name"],
+                "step": row["step"],
+                "complete": row["complete"],
+                "completeness_reason": row["completeness_reason"],
+                "strippable": row["strippable"],
+                "bytes": row["bytes"],
+                "objects": row["objects"],
+                "last_modified": datetime_from_us(row["last_modified"]),
+                "components": row["components"] or {},
+                "metrics": row["metrics"] or {},
+                "note": row["note"],
+            }

@@ -171,3 +171,68 @@ def datetime_from_us(value: int) -> datetime:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class PlanRow(SQLModel, table=True):
+    """A saved plan's header. Actions and kept artifacts live in their own tables."""
+
+    __tablename__ = "plans"
+
+    plan_id: str = Field(primary_key=True)
+    fingerprint: str
+    status: str = Field(index=True)
+    as_of: datetime = _ts(nullable=False)
+    created_at: datetime = _ts(nullable=False)
+    created_by: str
+    policy_path: str | None = None
+    policy_sha256: str | None = None
+    scans: dict[str, int] | None = _json(nullable=False)  # root URL -> scan id
+    summary: dict[str, Any] | None = _json(nullable=False)
+    refusal: str | None = None
+    notes: list[str] | None = _json(nullable=False)
+
+
+class PlanActionRow(SQLModel, table=True):
+    """One planned action. `objects` holds its object preconditions as compact JSON arrays."""
+
+    __tablename__ = "plan_actions"
+
+    plan_id: str = Field(foreign_key="plans.plan_id", primary_key=True)
+    action_id: int = Field(primary_key=True)
+    rule: str
+    tier: str | None = None
+    action: str
+    destructive: bool
+    artifact_uri: str
+    artifact_kind: str
+    artifact_run: str | None = None
+    artifact_step: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
+    root_url: str
+    storage_class: str | None = None
+    dest_url: str | None = None
+    reason: str
+    bytes: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    object_count: int
+    early_deletion_usd: float = 0.0
+    request_cost_usd: float = 0.0
+    monthly_cost_before_usd: float = 0.0
+    monthly_cost_after_usd: float = 0.0
+    objects: list[list[Any]] | None = _json(nullable=False)
+
+
+class PlanKeptRow(SQLModel, table=True):
+    """One artifact a plan keeps (whole, stripped, archived, protected, ...) and why."""
+
+    __tablename__ = "plan_kept"
+
+    plan_id: str = Field(foreign_key="plans.plan_id", primary_key=True)
+    seq: int = Field(primary_key=True)
+    artifact_uri: str
+    artifact_kind: str
+    artifact_run: str | None = None
+    artifact_step: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
+    root_url: str
+    rule: str | None = None
+    tier: str | None = None
+    how: str
+    reason: str

@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 
 import click
 
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json, format_option, stdout_console
-from governance.errors import ArgumentError
+from governance.errors import ArgumentError, GovernanceError
 
 MARKER = ".govern-demo"
+
+
+def prepare_workdir(workdir: Path) -> Path:
+    """A fresh demo folder; refuses to wipe a folder that govern demo did not make."""
+    if workdir.exists() and any(workdir.iterdir()) and not (workdir / MARKER).exists():
+        raise ArgumentError(
+            f"--dir {workdir}: folder exists and was not made by govern demo; choose another"
+        )
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    (workdir / "storage").mkdir(parents=True)
+    (workdir / MARKER).write_text("made by govern demo; safe to delete\n")
+    return workdir / "storage"
+
+
+def write_demo_policy(workdir: Path, storage: Path) -> Path:
+    template = resources.files("governance").joinpath("demo_policy.yaml").read_text()
+    path = workdir / "retention.yaml"
+    path.write_text(template.replace("{storage_url}", storage.as_uri() + "/"))
+    return path
 
 
 @click.command()
@@ -22,35 +44,29 @@ MARKER = ".govern-demo"
     type=click.Path(path_type=Path),
     default=Path("govern-demo"),
     show_default=True,
-    help="Folder for the sample storage, its catalog and reports.",
+    help="Folder for the sample storage, its policy, catalog and reports.",
 )
 @format_option("table", "json")
 @pass_app
 def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     """Build a sample storage tree on local disk and run scan and plan on it."""
-    from dataclasses import replace
-
     from governance.demo import build_demo_tree
-    from governance.scan.runner import scan_store
-    from governance.storage import open_store
+    from governance.policy import load_policy
+    from governance.scan.service import scan_roots
 
     workdir = workdir.resolve()
-    if workdir.exists() and any(workdir.iterdir()) and not (workdir / MARKER).exists():
-        raise ArgumentError(
-            f"--dir {workdir}: folder exists and was not made by govern demo; choose another"
-        )
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    storage = workdir / "storage"
-    storage.mkdir(parents=True)
-    (workdir / MARKER).write_text("made by govern demo; safe to delete\n")
-    now = datetime.now(UTC)
-    tree = build_demo_tree(storage, now)
+    storage = prepare_workdir(workdir)
+    tree = build_demo_tree(storage, datetime.now(UTC))
+    policy_path = write_demo_policy(workdir, storage)
+    policy = load_policy(policy_path)
     app.settings = replace(app.settings, catalog_url=f"sqlite:///{workdir / 'catalog.db'}")
-    engine = app.engine
-    summary = scan_store(engine, open_store(str(storage)), actor=app.settings.identity, name="demo")
+    results = list(scan_roots(app, policy, ()))
+    for result in results:
+        if isinstance(result, GovernanceError):
+            raise result
+    summary = results[0]
     if fmt == "json":
-        emit_json({"dir": str(workdir), "scan": summary.as_dict()})
+        emit_json({"dir": str(workdir), "policy": str(policy_path), "scan": summary.as_dict()})  # type: ignore[union-attr]
         return
     from governance.policy.units import format_bytes
 
@@ -60,5 +76,7 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
         f"  wrote {tree.files:,} files, {format_bytes(tree.bytes)} (sparse: little real disk use)"
     )
     console.print(
-        f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} into {workdir / 'catalog.db'}"
+        f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} "  # type: ignore[union-attr]
+        f"into {workdir / 'catalog.db'}"
     )
+    console.print(f"  policy: {policy_path}")

@@ -55,3 +55,90 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
     console.print(table)
     if more:
         console.print(f"... and {more:,} more (use --format json for all)")
+
+
+@ls.command("runs")
+@click.option("--root", "root_url", metavar="URL", help="Only this root.")
+@format_option("table", "json")
+@pass_app
+def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
+    """Runs: status and the evidence for it, sizes, checkpoints."""
+    from rich.table import Table
+
+    from governance.catalog.queries import iter_run_rows
+    from governance.policy.units import format_bytes
+
+    rows = iter_run_rows(app.engine, normalize_url(root_url) if root_url else None)
+    if fmt == "json":
+        emit_json_array(rows)
+        return
+    table = Table()
+    for col in ("run", "status", "why", "checkpoints", "bytes", "last write", "attributes"):
+        table.add_column(col, justify="right" if col in ("checkpoints", "bytes") else "left")
+    for row in rows:
+        attrs = ", ".join(f"{k}={v}" for k, v in sorted(row["attributes"].items()))
+        table.add_row(
+            row["run"],
+            row["status"],
+            row["status_reason"],
+            str(row["checkpoints"]),
+            format_bytes(row["bytes"]),
+            row["last_write"].strftime("%Y-%m-%d %H:%M"),
+            attrs,
+        )
+    stdout_console().print(table)
+
+
+@ls.command("artifacts")
+@click.option("--root", "root_url", metavar="URL", help="Only this root.")
+@click.option(
+    "--run", "run_glob", metavar="GLOB", help="Only artifacts of runs whose name matches."
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["checkpoint", "weights", "dataset", "log", "eval", "residue", "other"]),
+    help="Only this kind.",
+)
+@format_option("table", "json")
+@pass_app
+def ls_artifacts(
+    app: AppContext, root_url: str | None, run_glob: str | None, kind: str | None, fmt: str
+) -> None:
+    """Artifacts: kind, run, step, completeness, sizes and components."""
+    from rich.table import Table
+
+    from governance.catalog.queries import iter_artifact_rows
+    from governance.policy.units import format_bytes
+
+    rows = iter_artifact_rows(
+        app.engine, normalize_url(root_url) if root_url else None, run_glob, kind
+    )
+    if fmt == "json":
+        emit_json_array(rows)
+        return
+    table = Table()
+    for col in ("artifact", "kind", "run", "step", "complete", "bytes", "components"):
+        table.add_column(
+            col, justify="right" if col in ("step", "bytes") else "left", overflow="fold"
+        )
+    shown = more = 0
+    for row in rows:
+        if shown >= TABLE_LIMIT:
+            more += 1
+            continue
+        shown += 1
+        comps = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(row["components"].items()))
+        complete = "yes" if row["complete"] else f"no: {row['completeness_reason']}"
+        table.add_row(
+            row["uri"],
+            row["kind"],
+            row["run"] or "-",
+            "-" if row["step"] is None else str(row["step"]),
+            complete,
+            format_bytes(row["bytes"]),
+            comps,
+        )
+    console = stdout_console()
+    console.print(table)
+    if more:
+        console.print(f"... and {more:,} more (use --format json for all)")

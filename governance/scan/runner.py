@@ -29,6 +29,7 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True, slots=True)
 class ScanSummary:
     root: str
+    root_id: int
     scan_id: int
     status: str
     objects: int
@@ -133,6 +134,7 @@ def scan_store(
         raise
     return ScanSummary(
         root=store.url,
+        root_id=root_id,
         scan_id=scan_id,
         status="complete",
         objects=listed,

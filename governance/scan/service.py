@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from governance.catalog.derived import classify_root
 from governance.errors import GovernanceError
+from governance.model.types import ClassifyOptions
 from governance.scan.runner import Progress, ScanSummary, scan_store
 from governance.scan.targets import excluded_prefixes, resolve_roots
 
@@ -31,6 +34,7 @@ def scan_roots(
 ) -> Iterator[ScanSummary | GovernanceError]:
     """Scan each root in turn; yield its summary, or the error that stopped it."""
     specs = resolve_roots(policy, root_urls)
+    now = datetime.now(UTC)
     engine = app.engine
     for spec in specs:
         try:
@@ -46,6 +50,8 @@ def scan_roots(
                     exclude_prefixes=exclude,
                     progress=progress,
                 )
+            options = policy.classify_options(now) if policy else ClassifyOptions(as_of=now)
+            classify_root(engine, store, summary.root_id, store.url, summary.scan_id, options)
         except GovernanceError as exc:
             yield exc
             continue

@@ -1,0 +1,326 @@
+"""Saved plans in the catalog: a header row, then actions and kept artifacts in bulk.
+
+Plans can hold hundreds of thousands of actions, so rows are written with Core
+executemany in chunks and read back with plain selects, never one ORM object per row.
+Each action's object preconditions are stored as one JSON array of compact arrays
+(`OBJECT_FIELDS` order), which keeps a million-object plan to one row per action.
+
+    >>> new_plan_id(datetime(2026, 11, 30, 2, 15, tzinfo=UTC))[:18]
+    'p-20261130-021500-'
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+
+from governance.catalog.bulk import insert_many
+from governance.catalog.tables import (
+    PlanActionRow,
+    PlanKeptRow,
+    PlanRow,
+    datetime_from_us,
+    us_from_datetime,
+)
+from governance.errors import UnknownPlanError
+from governance.plan.types import (
+    ActionType,
+    ArtifactRef,
+    KeptArtifact,
+    KeptHow,
+    ObjectRef,
+    Plan,
+    PlannedAction,
+    PlanStatus,
+    PlanSummary,
+    RuleSummary,
+)
+
+_P = PlanRow.__table__  # type: ignore[attr-defined]
+_A = PlanActionRow.__table__  # type: ignore[attr-defined]
+_K = PlanKeptRow.__table__  # type: ignore[attr-defined]
+
+OBJECT_FIELDS = (
+    "key",
+    "size",
+    "etag",
+    "last_modified_us",
+    "storage_class",
+    "version_id",
+    "upload_id",
+    "uri",  # null when it is root_url + key (almost always)
+)
+
+
+@dataclass(slots=True)
+class PlanHeader:
+    """A plan without its actions: what `govern plans` lists and approval checks."""
+
+    plan_id: str
+    fingerprint: str
+    status: PlanStatus
+    as_of: datetime
+    created_at: datetime
+    created_by: str
+    policy_path: str | None
+    policy_sha256: str | None
+    scans: dict[str, int]
+    summary: PlanSummary
+    refusal: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def new_plan_id(now: datetime) -> str:
+    """`p-YYYYMMDD-HHMMSS-xxxx` in UTC: sortable by time, with 16 random bits against clashes."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"p-{stamp}-{secrets.token_hex(2)}"
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def save_plan(engine: Engine, plan: Plan) -> None:
+    """Write a whole plan in one transaction (a half-saved plan is never visible)."""
+    with engine.begin() as conn:
+        conn.execute(_P.insert(), [_header_row(plan)])
+        insert_many(conn, _A, (_action_row(plan.plan_id, a) for a in plan.actions))
+        insert_many(conn, _K, (_kept_row(plan.plan_id, i, k) for i, k in enumerate(plan.kept)))
+
+
+def set_plan_status(engine: Engine, plan_id: str, status: PlanStatus) -> None:
+    """Move a plan to `status` (the approval state machine decides whether it may)."""
+    with engine.begin() as conn:
+        changed = conn.execute(
+            update(_P).where(_P.c.plan_id == plan_id).values(status=PlanStatus(status).value)
+        ).rowcount
+    if not changed:
+        raise _unknown(plan_id)
+
+
+def _header_row(plan: Plan) -> dict[str, Any]:
+    return {
+        "plan_id": plan.plan_id,
+        "fingerprint": plan.fingerprint,
+        "status": plan.status.value,
+        "as_of": plan.as_of,
+        "created_at": plan.created_at,
+        "created_by": plan.created_by,
+        "policy_path": plan.policy_path,
+        "policy_sha256": plan.policy_sha256,
+        "scans": dict(plan.scans),
+        "summary": summary_to_dict(plan.summary),
+        "refusal": plan.refusal,
+        "notes": list(plan.notes),
+    }
+
+
+def _action_row(plan_id: str, a: PlannedAction) -> dict[str, Any]:
+    root = a.artifact.root_url
+    objects = [
+        [
+            o.key,
+            o.size,
+            o.etag,
+            us_from_datetime(o.last_modified),
+            o.storage_class,
+            o.version_id,
+            o.upload_id,
+            None if o.uri == root + o.key else o.uri,
+        ]
+        for o in a.objects
+    ]
+    return {
+        "plan_id": plan_id,
+        "action_id": a.id,
+        "rule": a.rule,
+        "tier": a.tier,
+        "action": ActionType(a.action).value,
+        "destructive": a.destructive,
+        "artifact_uri": a.artifact.uri,
+        "artifact_kind": a.artifact.kind,
+        "artifact_run": a.artifact.run,
+        "artifact_step": a.artifact.step,
+        "root_url": root,
+        "storage_class": a.storage_class,
+        "dest_url": a.dest_url,
+        "reason": a.reason,
+        "bytes": a.bytes,
+        "object_count": len(a.objects),
+        "early_deletion_usd": a.early_deletion_usd,
+        "request_cost_usd": a.request_cost_usd,
+        "monthly_cost_before_usd": a.monthly_cost_before_usd,
+        "monthly_cost_after_usd": a.monthly_cost_after_usd,
+        "objects": objects,
+    }
+
+
+def _kept_row(plan_id: str, seq: int, k: KeptArtifact) -> dict[str, Any]:
+    return {
+        "plan_id": plan_id,
+        "seq": seq,
+        "artifact_uri": k.artifact.uri,
+        "artifact_kind": k.artifact.kind,
+        "artifact_run": k.artifact.run,
+        "artifact_step": k.artifact.step,
+        "root_url": k.artifact.root_url,
+        "rule": k.rule,
+        "tier": k.tier,
+        "how": KeptHow(k.how).value,
+        "reason": k.reason,
+    }
+
+
+def summary_to_dict(summary: PlanSummary) -> dict[str, Any]:
+    """The summary as plain JSON data (also the shape reports print)."""
+    return asdict(summary)
+
+
+def summary_from_dict(data: dict[str, Any]) -> PlanSummary:
+    """Inverse of `summary_to_dict`; unknown keys (from a newer version) are ignored."""
+    known = set(PlanSummary.__dataclass_fields__) - {"by_rule"}
+    rule_known = set(RuleSummary.__dataclass_fields__)
+    by_rule = {
+        name: RuleSummary(**{k: v for k, v in r.items() if k in rule_known})
+        for name, r in (data.get("by_rule") or {}).items()
+    }
+    return PlanSummary(**{k: v for k, v in data.items() if k in known}, by_rule=by_rule)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def load_plan(engine: Engine, plan_id: str) -> Plan:
+    """The whole plan, actions in id order and kept artifacts in saved order."""
+    header = load_plan_header(engine, plan_id)
+    with engine.connect() as conn:
+        actions = [
+            _action_from_row(row)
+            for row in conn.execute(
+                select(_A).where(_A.c.plan_id == plan_id).order_by(_A.c.action_id)
+            ).mappings()
+        ]
+        kept = [
+            _kept_from_row(row)
+            for row in conn.execute(
+                select(_K).where(_K.c.plan_id == plan_id).order_by(_K.c.seq)
+            ).mappings()
+        ]
+    return Plan(
+        plan_id=header.plan_id,
+        fingerprint=header.fingerprint,
+        as_of=header.as_of,
+        created_at=header.created_at,
+        created_by=header.created_by,
+        policy_path=header.policy_path,
+        policy_sha256=header.policy_sha256,
+        status=header.status,
+        scans=header.scans,
+        actions=actions,
+        kept=kept,
+        summary=header.summary,
+        refusal=header.refusal,
+        notes=header.notes,
+    )
+
+
+def load_plan_header(engine: Engine, plan_id: str) -> PlanHeader:
+    """One plan's header; UnknownPlanError naming the id when there is none."""
+    with engine.connect() as conn:
+        row = conn.execute(select(_P).where(_P.c.plan_id == plan_id)).mappings().first()
+    if row is None:
+        raise _unknown(plan_id)
+    return _header_from_row(row)
+
+
+def list_plans(engine: Engine) -> list[PlanHeader]:
+    """Every saved plan's header, oldest first (ties broken by id, which sorts by time)."""
+    return list(iter_plan_headers(engine))
+
+
+def iter_plan_headers(engine: Engine) -> Iterator[PlanHeader]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(_P).order_by(_P.c.created_at, _P.c.plan_id)).mappings()
+        for row in rows:
+            yield _header_from_row(row)
+
+
+def _header_from_row(row: Any) -> PlanHeader:
+    return PlanHeader(
+        plan_id=row["plan_id"],
+        fingerprint=row["fingerprint"],
+        status=PlanStatus(row["status"]),
+        as_of=row["as_of"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        policy_path=row["policy_path"],
+        policy_sha256=row["policy_sha256"],
+        scans={str(k): int(v) for k, v in (row["scans"] or {}).items()},
+        summary=summary_from_dict(row["summary"] or {}),
+        refusal=row["refusal"],
+        notes=list(row["notes"] or []),
+    )
+
+
+def _action_from_row(row: Any) -> PlannedAction:
+    root = row["root_url"]
+    objects = [
+        ObjectRef(
+            uri=uri if uri is not None else root + key,
+            key=key,
+            size=size,
+            etag=etag,
+            last_modified=datetime_from_us(lm),
+            storage_class=sc,
+            version_id=vid,
+            upload_id=upload,
+        )
+        for key, size, etag, lm, sc, vid, upload, uri in row["objects"]
+    ]
+    return PlannedAction(
+        id=row["action_id"],
+        rule=row["rule"],
+        tier=row["tier"],
+        action=ActionType(row["action"]),
+        destructive=bool(row["destructive"]),
+        artifact=ArtifactRef(
+            uri=row["artifact_uri"],
+            kind=row["artifact_kind"],
+            run=row["artifact_run"],
+            step=row["artifact_step"],
+            root_url=root,
+        ),
+        objects=objects,
+        reason=row["reason"],
+        storage_class=row["storage_class"],
+        dest_url=row["dest_url"],
+        early_deletion_usd=row["early_deletion_usd"],
+        request_cost_usd=row["request_cost_usd"],
+        monthly_cost_before_usd=row["monthly_cost_before_usd"],
+        monthly_cost_after_usd=row["monthly_cost_after_usd"],
+    )
+
+
+def _kept_from_row(row: Any) -> KeptArtifact:
+    return KeptArtifact(
+        artifact=ArtifactRef(
+            uri=row["artifact_uri"],
+            kind=row["artifact_kind"],
+            run=row["artifact_run"],
+            step=row["artifact_step"],
+            root_url=row["root_url"],
+        ),
+        rule=row["rule"],
+        tier=row["tier"],
+        how=KeptHow(row["how"]),
+        reason=row["reason"],
+    )
+
+
+def _unknown(plan_id: str) -> UnknownPlanError:
+    return UnknownPlanError(f"no plan {plan_id!r} in the catalog; `govern plans` lists them")

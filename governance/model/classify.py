@@ -1,0 +1,181 @@
+"""Classification of one storage root: sorted objects -> groups of (run, artifacts).
+
+Two streaming passes over the sorted listing, so memory is bounded by the largest run:
+
+1. find run prefixes (template matches, and folders holding checkpoint units) and the few
+   tracker files (`latest`, `latest_checkpointed_iteration.txt`) completeness depends on;
+2. stream again, buffering one run at a time. A run's keys are contiguous in sorted order
+   (they share its prefix), so a run is finished as soon as a key outside its prefix
+   arrives. Runs may nest (a detected run holding template runs): open runs form a stack.
+   Objects outside every run are grouped by top-level folder (root-level files in chunks).
+
+Example::
+
+    for group in classify(lambda: catalog.objects(root), ClassifyOptions(as_of=now)):
+        save(group.run, group.artifacts)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from governance.model.detectors import TRACKER_NAMES, Context
+from governance.model.detectors.base import basename
+from governance.model.grouping import classify_group
+from governance.model.runs import (
+    TemplateMatcher,
+    build_run,
+    detected_run_of,
+    outermost,
+    run_for_unit,
+    unit_of_checkpoint,
+)
+from governance.model.types import (
+    CatalogObject,
+    ClassifyOptions,
+    Group,
+    MetaReader,
+)
+
+ROOT_CHUNK = 1000
+"""Root-level files outside runs are yielded in chunks of this many (each is its own unit)."""
+
+
+@dataclass(slots=True)
+class RunIndex:
+    """What pass one learns: template runs with attributes, detected runs, tracker files."""
+
+    templates: dict[str, dict[str, str]] = field(default_factory=dict)
+    detected: set[str] = field(default_factory=set)
+    trackers: dict[str, CatalogObject] = field(default_factory=dict)
+
+
+def find_runs(objects: Iterable[CatalogObject], options: ClassifyOptions) -> RunIndex:
+    """Pass one: run prefixes and tracker files, holding only those in memory."""
+    index = RunIndex()
+    matcher = TemplateMatcher(options.run_templates)
+    candidates: set[str] = set()
+    last_unit = "\0"
+    for obj in objects:
+        key = obj.key
+        if basename(key) in TRACKER_NAMES:
+            index.trackers[key] = obj
+        found = matcher.match(key)
+        if found is not None:
+            index.templates.setdefault(found[0], found[1])
+            continue
+        unit = unit_of_checkpoint(key, upward_only=key.startswith(last_unit))
+        if unit is None:
+            continue
+        if unit.endswith("/"):
+            last_unit = unit
+        run = run_for_unit(unit)
+        if run is not None:
+            candidates.add(run)
+    index.detected = outermost(candidates)
+    return index
+
+
+@dataclass(slots=True)
+class _Open:
+    key: str
+    attributes: Mapping[str, str]
+    objs: list[CatalogObject] = field(default_factory=list)
+
+
+class _Streamer:
+    """Pass two: assign each object to its run and yield groups as runs close."""
+
+    def __init__(
+        self, index: RunIndex, options: ClassifyOptions, read_meta: MetaReader | None
+    ) -> None:
+        self.index = index
+        self.options = options
+        self.read_meta = read_meta
+        self.matcher = TemplateMatcher(options.run_templates)
+        self.stack: list[_Open] = []
+        self.outside: list[CatalogObject] = []
+        self.outside_top = ""
+        self.root_files: list[CatalogObject] = []
+
+    def _run_of(self, key: str) -> tuple[str, Mapping[str, str]] | None:
+        found = self.matcher.match(key)
+        if found is not None:
+            return found[0], self.index.templates.get(found[0], found[1])
+        run = detected_run_of(key, self.index.detected)
+        return (run, {}) if run is not None else None
+
+    def _group(self, objs: list[CatalogObject], run: _Open | None) -> Group:
+        arts = classify_group(
+            objs, run.key if run else None, self.options, self.read_meta, self.index.trackers
+        )
+        if run is None:
+            return Group(None, arts)
+        ctx = Context(self.options, self.read_meta, {}, self.index.trackers)
+        return Group(build_run(run.key, run.attributes, objs, arts, ctx), arts)
+
+    def _flush_outside(self) -> Iterator[Group]:
+        if self.outside:
+            objs, self.outside = self.outside, []
+            yield self._group(objs, None)
+
+    def feed(self, obj: CatalogObject) -> Iterator[Group]:
+        key = obj.key
+        stack = self.stack
+        while stack and not key.startswith(stack[-1].key):
+            done = stack.pop()
+            yield self._group(done.objs, done)
+        found = self._run_of(key)
+        if stack and (found is None or not found[0].startswith(stack[-1].key)):
+            stack[-1].objs.append(obj)  # cannot happen with consistent runs; never lose one
+            return
+        if found is None:
+            yield from self._outside(obj)
+            return
+        if not stack or stack[-1].key != found[0]:
+            stack.append(_Open(found[0], found[1]))
+        stack[-1].objs.append(obj)
+
+    def _outside(self, obj: CatalogObject) -> Iterator[Group]:
+        key = obj.key
+        slash = key.find("/")
+        if slash == -1:
+            self.root_files.append(obj)
+            if len(self.root_files) >= ROOT_CHUNK:
+                files, self.root_files = self.root_files, []
+                yield self._group(files, None)
+            return
+        top = key[: slash + 1]
+        if top != self.outside_top:
+            yield from self._flush_outside()
+            self.outside_top = top
+        self.outside.append(obj)
+
+    def finish(self) -> Iterator[Group]:
+        while self.stack:
+            done = self.stack.pop()
+            yield self._group(done.objs, done)
+        yield from self._flush_outside()
+        if self.root_files:
+            files, self.root_files = self.root_files, []
+            yield self._group(files, None)
+
+
+def classify(
+    objects: Callable[[], Iterable[CatalogObject]],
+    options: ClassifyOptions,
+    read_meta: MetaReader | None = None,
+) -> Iterator[Group]:
+    """Classify one root's objects (keys relative to the root, sorted by key).
+
+    `objects()` must return a fresh, sorted iterator each call; it is called twice.
+    `read_meta` reads small metadata objects (index files, trainer state, `latest`); the
+    caller caches it per ETag. Without it, completeness falls back to what names show and
+    metrics come only from names.
+    """
+    index = find_runs(objects(), options)
+    streamer = _Streamer(index, options, read_meta)
+    for obj in objects():
+        yield from streamer.feed(obj)
+    yield from streamer.finish()

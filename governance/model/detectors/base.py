@@ -1,0 +1,235 @@
+"""What every layout detector shares: the claim it makes on a key, the context a unit is
+judged in, and small path helpers.
+
+A detector looks at one key at a time (so the run finder can reuse it on a stream) and
+says which unit the object belongs to. A *deep* claim names a directory that owns every
+object under it (a checkpoint directory); a *shallow* claim puts just this object into a
+unit (a single file, or the loose files of one directory). A *companion* claim (configs,
+tokenizer files next to exported weights) only counts if some other object made a real
+claim on the same unit, so a lone `config.json` does not become "weights".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from governance.model.types import (
+    Artifact,
+    CatalogObject,
+    ClassifyOptions,
+    Component,
+    Kind,
+    Member,
+    MetaReader,
+)
+
+WEIGHT_COMPONENTS = frozenset({Component.WEIGHTS})
+STATE_COMPONENTS = frozenset({Component.OPTIMIZER, Component.SCHEDULER, Component.RNG})
+_STEP_IN_NAME = re.compile(r"(?:global_step|step|iter|iteration|checkpoint|ckpt)[_=-]?(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The unit an object belongs to, by its key alone."""
+
+    unit: str
+    deep: bool = False
+    companion: bool = False
+    tracker: bool = False
+    """A save folder's bookkeeping file (`latest`): metadata, and no evidence of a run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Completeness of one unit with the evidence a person can read."""
+
+    complete: bool
+    reason: str
+
+
+@dataclass(slots=True)
+class Context:
+    """What a detector may consult when it judges a unit: the other objects of the same
+    group (a run, or one top-level folder), tracker files found in pass one, and
+    `read_meta` for small metadata objects."""
+
+    options: ClassifyOptions
+    read_meta: MetaReader | None
+    index: Mapping[str, CatalogObject]
+    trackers: Mapping[str, CatalogObject]
+
+    def lookup(self, key: str) -> CatalogObject | None:
+        """An object by key: from this group, else from the trackers seen in pass one."""
+        obj = self.index.get(key)
+        return obj if obj is not None else self.trackers.get(key)
+
+    def read(self, obj: CatalogObject | None) -> bytes | None:
+        """The bytes of a small metadata object, or None (no reader, too big, unreadable)."""
+        if obj is None or self.read_meta is None or obj.upload_id:
+            return None
+        if obj.size > self.options.metadata_max_bytes:
+            return None
+        try:
+            return self.read_meta(obj)
+        except OSError:
+            return None
+
+    def read_json(self, obj: CatalogObject | None) -> Any:
+        """Parsed JSON of a metadata object, or None."""
+        data = self.read(obj)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    def read_text(self, obj: CatalogObject | None) -> str | None:
+        """Stripped text of a small object (`latest`, tracker files), or None."""
+        data = self.read(obj)
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            return None
+
+
+class Detector:
+    """One layout. Subclasses set `layout`, `kind`, and implement `claim` and `build`."""
+
+    layout: str = ""
+    kind: Kind = Kind.OTHER
+    defines_runs: bool = False
+    """True for checkpoint layouts: the folder holding their units is where a run lives."""
+    looks_up: bool = False
+    """True when a key may claim a folder *above* its own path's first telling segment
+    (Orbax: an item file names its step folder). Keys inside a folder already claimed are
+    only shown to these detectors: for the others the answer is already known."""
+
+    def claim(self, key: str) -> Claim | None:
+        """The unit this key belongs to, or None when it is not this layout's."""
+        raise NotImplementedError
+
+    def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
+        """The artifact for one unit; default: every member `other`, complete."""
+        return artifact(unit, self.kind, self.layout, members, lambda _r: Component.OTHER)
+
+
+def basename(key: str) -> str:
+    """Last path segment of a key (a trailing '/' is ignored)."""
+    if key.endswith("/"):
+        key = key[:-1]
+    return key[key.rfind("/") + 1 :]
+
+
+def parent(key: str) -> str:
+    """The directory prefix holding a key ('' at the root), ending in '/' when not empty."""
+    head, sep, _ = key.rstrip("/").rpartition("/")
+    return head + sep
+
+
+def rel(unit: str, key: str) -> str:
+    """Key relative to a directory unit (a file unit gives its basename)."""
+    if unit.endswith("/") and key.startswith(unit):
+        return key[len(unit) :]
+    return basename(key)
+
+
+def segment_unit(key: str, start: int) -> str:
+    """The directory prefix ending with the segment that begins at `start`."""
+    end = key.find("/", start)
+    return key if end == -1 else key[: end + 1]
+
+
+def find_segment(key: str, prefix: str) -> int:
+    """Index of the first path segment starting with `prefix`, or -1 (cheap: no regex)."""
+    i = key.find(prefix)
+    while i != -1:
+        if i == 0 or key[i - 1] == "/":
+            return i
+        i = key.find(prefix, i + 1)
+    return -1
+
+
+def step_from_name(name: str) -> int | None:
+    """A step number from a unit name: `step_100`, `global_step100`, `iter_0000100`, `100`."""
+    name = basename(name)
+    if name.isdigit():
+        return int(name)
+    m = _STEP_IN_NAME.search(name)
+    if m:
+        return int(m.group(1))
+    tail = name.rpartition("_")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def artifact(
+    unit: str,
+    kind: Kind,
+    layout: str,
+    members: list[CatalogObject],
+    component_of: Any,
+    *,
+    step: int | None = None,
+    verdict: Verdict | None = None,
+    strippable: bool | None = None,
+    metrics: dict[str, float] | None = None,
+    note: str = "",
+) -> Artifact:
+    """Build an artifact, giving each member the component `component_of(relative key)`.
+
+    `strippable` defaults to: some optimizer/scheduler/rng state is in files of its own.
+    """
+    if unit.endswith("/"):
+        n = len(unit)
+        ms = [Member(o, component_of(o.key[n:])) for o in members]
+    else:
+        ms = [Member(o, component_of(basename(o.key))) for o in members]
+    if strippable is None:
+        strippable = any(m.component in STATE_COMPONENTS for m in ms)
+    v = verdict or Verdict(True, "")
+    return Artifact(
+        key=unit,
+        kind=kind,
+        layout=layout,
+        members=ms,
+        step=step,
+        complete=v.complete,
+        completeness_reason=v.reason,
+        metrics=metrics or {},
+        strippable=strippable,
+        note=note,
+    )
+
+
+def non_empty_file(members: list[CatalogObject], what: str) -> Verdict:
+    """Completeness of a single-file unit: it exists and is not empty."""
+    if all(o.size > 0 for o in members):
+        return Verdict(True, f"{what} present and non-empty")
+    return Verdict(False, f"{what} is empty (a partial write)")
+
+
+def digit_segment(key: str, prefix: str, allowed_tail: str = "") -> str | None:
+    """The directory prefix of the first folder named `<prefix><digits>[allowed_tail]`.
+
+    A cheap scan with `str.find` (no regex per object): `checkpoint-500/`, `iter_0000100/`,
+    `global_step100_universal/`.
+    """
+    n = len(prefix)
+    i = key.find(prefix)
+    while i != -1:
+        if i == 0 or key[i - 1] == "/":
+            end = key.find("/", i)
+            if end != -1:
+                digits = key[i + n : end]
+                if allowed_tail and digits.endswith(allowed_tail):
+                    digits = digits[: -len(allowed_tail)]
+                if digits.isdigit():
+                    return key[: end + 1]
+        i = key.find(prefix, i + 1)
+    return None

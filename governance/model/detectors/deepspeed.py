@@ -1,0 +1,119 @@
+"""DeepSpeed `save_checkpoint` tags: `<save_dir>/global_step<N>/` (or any tag folder holding
+`mp_rank_XX_model_states.pt`), with ZeRO optimizer partitions
+`[bf16_]zero_pp_rank_<dp>_mp_rank_<mp>_optim_states.pt` and pipeline `layer_XX-model_states.pt`.
+
+DeepSpeed writes the text file `<save_dir>/latest` (the tag) after a save finishes, so a tag
+is complete when `latest` names it or a later step, and model and optimizer files are there
+for every rank found. `latest`, `latest_universal` and `zero_to_fp32.py` in the save
+folder are small metadata artifacts of their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+from governance.model.detectors.base import (
+    Claim,
+    Context,
+    Detector,
+    Verdict,
+    artifact,
+    basename,
+    digit_segment,
+    parent,
+)
+from governance.model.types import Artifact, CatalogObject, Component, Kind
+
+TRACKERS = frozenset({"latest", "latest_universal", "zero_to_fp32.py"})
+_MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
+_OPTIM = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+_TAG_STEP = re.compile(r"global_step(\d+)")
+
+
+def ds_component(name: str) -> Component:
+    """Model states are weights; ZeRO partitions are optimizer state."""
+    if name.endswith("optim_states.pt"):
+        return Component.OPTIMIZER
+    if name.endswith("model_states.pt"):
+        return Component.WEIGHTS
+    return Component.METADATA
+
+
+def ranks_verdict(names: list[str]) -> Verdict:
+    """Model states for every model-parallel rank, optimizer partitions for every dp rank."""
+    model = {int(m.group(1)) for n in names if (m := _MODEL.search(n))}
+    optim = {(int(m.group(1)), int(m.group(2))) for n in names if (m := _OPTIM.search(n))}
+    layers = any(n.rpartition("/")[2].startswith("layer_") for n in names)
+    mp = model | {r for _, r in optim}
+    if not mp and not layers:
+        return Verdict(False, "no model states")
+    missing = [f"mp_rank_{r:02d}_model_states.pt" for r in sorted(mp - model)]
+    if optim:
+        dps = range(max(d for d, _ in optim) + 1)
+        missing += [f"optim dp{d}/mp{r}" for r in sorted(mp) for d in dps if (d, r) not in optim]
+    if missing:
+        return Verdict(False, f"missing {len(missing)} shard(s): {missing[0]}")
+    n_optim = len(optim)
+    return Verdict(True, f"{len(mp)} model rank(s), {n_optim} optimizer partition(s)")
+
+
+def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
+    """Does `<save_dir>/latest` (or `latest_universal`) name this tag or a later one?"""
+    save_dir = parent(unit)
+    tag = basename(unit)
+    tracker_name = "latest_universal" if tag.endswith("_universal") else "latest"
+    tracker = ctx.lookup(save_dir + tracker_name)
+    if tracker is None:
+        return Verdict(False, f"no {tracker_name} file in {save_dir or 'the root'}")
+    named = ctx.read_text(tracker)
+    if named is None:
+        return Verdict(True, f"{tracker_name} present (unread)")
+    if named == tag:
+        return Verdict(True, f"{tracker_name} names {tag}")
+    m = _TAG_STEP.search(named)
+    if m and step is not None:
+        if int(m.group(1)) >= step:
+            return Verdict(True, f"{tracker_name} names later tag {named}")
+        return Verdict(False, f"newer than {tracker_name} ({named}): save not finished")
+    return Verdict(True, f"{tracker_name} names {named} (not comparable)")
+
+
+class DeepSpeedDetector(Detector):
+    """`global_step<N>/` tags and tag folders holding DeepSpeed model states."""
+
+    layout = "deepspeed"
+    kind = Kind.CHECKPOINT
+    defines_runs = True
+
+    def claim(self, key: str) -> Claim | None:
+        if "global_step" in key:
+            unit = digit_segment(key, "global_step", "_universal")
+            if unit:
+                return Claim(unit, deep=True)
+        if key.endswith("_states.pt") and ("mp_rank_" in key or "/layer_" in key):
+            unit = parent(key)
+            return Claim(unit, deep=True) if unit else None
+        if basename(key) in TRACKERS:
+            return Claim(key, tracker=True)
+        return None
+
+    def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
+        if not unit.endswith("/"):
+            return artifact(
+                unit,
+                Kind.OTHER,
+                self.layout,
+                members,
+                lambda _n: Component.METADATA,
+                note="DeepSpeed save-folder metadata",
+            )
+        m = _TAG_STEP.search(basename(unit))
+        step = int(m.group(1)) if m else None
+        names = [o.key[len(unit) :] for o in members]
+        verdicts = (ranks_verdict(names), latest_verdict(unit, step, ctx))
+        problems = [v.reason for v in verdicts if not v.complete]
+        reason = "; ".join(problems) if problems else "; ".join(v.reason for v in verdicts)
+        verdict = Verdict(not problems, reason)
+        return artifact(
+            unit, Kind.CHECKPOINT, self.layout, members, ds_component, step=step, verdict=verdict
+        )

@@ -1,0 +1,139 @@
+"""Hugging Face Trainer checkpoints: `<output_dir>/checkpoint-<N>/`.
+
+Complete when `trainer_state.json`, `config.json` (`adapter_config.json` for PEFT) and the
+weights are there, with every shard named by the index's `weight_map` present. Optimizer,
+scheduler, RNG and scaler state are separate files, so the checkpoint can be stripped.
+A Trainer run under DeepSpeed or FSDP nests its state (`global_step<N>/`,
+`pytorch_model_fsdp_0/`, `optimizer_0/`) inside the same directory: it is one unit.
+"""
+
+from __future__ import annotations
+
+import re
+
+from governance.model.detectors.base import (
+    Claim,
+    Context,
+    Detector,
+    Verdict,
+    artifact,
+    digit_segment,
+)
+from governance.model.metrics import log_history_metrics
+from governance.model.types import Artifact, CatalogObject, Component, Kind
+
+_SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.")
+INDEX_NAMES = (
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors.index.json",
+)
+SINGLE_WEIGHTS = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+    "tf_model.h5",
+    "flax_model.msgpack",
+)
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".h5", ".msgpack", ".distcp", "model_states.pt", ".pth")
+_META_SUFFIXES = (".json", ".txt", ".model", ".yaml", ".yml", ".py", ".md", ".jinja", ".tiktoken")
+
+
+def hf_component(name: str) -> Component:
+    """Role of a file inside a Trainer checkpoint or an exported model folder."""
+    base = name.rpartition("/")[2]
+    lower = name.lower()
+    if base.startswith("rng_state"):
+        return Component.RNG
+    if base.startswith("scheduler"):
+        return Component.SCHEDULER
+    if "optim" in lower or base.startswith("scaler"):
+        return Component.OPTIMIZER
+    if base in ("training_args.bin", "latest") or base.endswith(_META_SUFFIXES):
+        return Component.METADATA
+    if base.endswith(_WEIGHT_SUFFIXES):
+        return Component.WEIGHTS
+    return Component.OTHER
+
+
+def weights_verdict(names: set[str], members: dict[str, CatalogObject], ctx: Context) -> Verdict:
+    """Whether the weights in one folder are whole: a single file, or every indexed shard.
+
+    The index's `weight_map` is read through `read_meta`; when it cannot be read the
+    expected shards come from the `-0000k-of-0000n` names themselves.
+    """
+    for index_name in INDEX_NAMES:
+        if index_name not in names:
+            continue
+        data = ctx.read_json(members[index_name])
+        wanted: set[str] = set()
+        if isinstance(data, dict) and isinstance(data.get("weight_map"), dict):
+            wanted = {str(v) for v in data["weight_map"].values()}
+            source = "weight_map"
+        else:
+            stem = index_name.removesuffix(".index.json").rpartition(".")[0]
+            shards = [n for n in names if n.startswith(stem) and _SHARD.search(n)]
+            totals = {int(m.group(2)) for n in shards if (m := _SHARD.search(n))}
+            if not totals:
+                return Verdict(False, f"{index_name} unreadable and no shards found")
+            total = max(totals)
+            found = {int(m.group(1)) for n in shards if (m := _SHARD.search(n))}
+            missing_n = sorted(set(range(1, total + 1)) - found)
+            if missing_n:
+                return Verdict(False, f"shards {missing_n} of {total} missing (index unreadable)")
+            return Verdict(True, f"{total}/{total} shards by name")
+        missing = sorted(wanted - names)
+        if missing:
+            return Verdict(False, f"{len(missing)} shard(s) in {source} missing: {missing[0]}")
+        return Verdict(True, f"{len(wanted)}/{len(wanted)} shards of {index_name}")
+    for single in SINGLE_WEIGHTS:
+        if single in names:
+            return Verdict(True, single)
+    if any(_SHARD.search(n) for n in names):
+        return Verdict(False, "sharded weights without an index file")
+    nested = [n for n in names if n.endswith((".distcp", "model_states.pt"))]
+    if nested:
+        return Verdict(True, f"{len(nested)} sharded weight file(s)")
+    return Verdict(False, "no weights")
+
+
+class HFDetector(Detector):
+    """`checkpoint-<N>/` folders of the Hugging Face Trainer."""
+
+    layout = "hf"
+    kind = Kind.CHECKPOINT
+    defines_runs = True
+
+    def claim(self, key: str) -> Claim | None:
+        if "checkpoint-" not in key:
+            return None
+        unit = digit_segment(key, "checkpoint-")
+        return Claim(unit, deep=True) if unit else None
+
+    def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
+        by_name = {o.key[len(unit) :]: o for o in members}
+        names = set(by_name)
+        step = int(unit.rstrip("/").rpartition("checkpoint-")[2])
+        peft = "adapter_config.json" in names or any(n.startswith("adapter_model") for n in names)
+        config = "adapter_config.json" if peft else "config.json"
+        problems = [f"{n} missing" for n in ("trainer_state.json", config) if n not in names]
+        weights = weights_verdict(names, by_name, ctx)
+        if not weights.complete:
+            problems.append(weights.reason)
+        if problems:
+            verdict = Verdict(False, "; ".join(problems))
+        else:
+            verdict = Verdict(True, f"trainer_state.json, {config}, {weights.reason}")
+        state = ctx.read_json(by_name.get("trainer_state.json"))
+        return artifact(
+            unit,
+            Kind.CHECKPOINT,
+            self.layout,
+            members,
+            hf_component,
+            step=step,
+            verdict=verdict,
+            metrics=log_history_metrics(state, step),
+            note="peft adapter" if peft else "",
+        )

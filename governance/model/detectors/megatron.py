@@ -1,0 +1,110 @@
+"""Megatron-LM checkpoints: `<save>/iter_<7 digits>/` (and `release/`).
+
+Legacy form: `mp_rank_<tp:02d>[_<pp:03d>]/model_optim_rng.pt` (+ `distrib_optim.pt` with
+the distributed optimizer). `torch_dist` form: a DCP shard set with `.metadata`,
+`common.pt`, `metadata.json`. Megatron writes `<save>/latest_checkpointed_iteration.txt`
+after a save, so an iteration past the tracker is unfinished; the dist form also needs
+`.metadata`. Only `distrib_optim.pt` is separable optimizer state.
+"""
+
+from __future__ import annotations
+
+from governance.model.detectors.base import (
+    Claim,
+    Context,
+    Detector,
+    Verdict,
+    artifact,
+    basename,
+    digit_segment,
+    find_segment,
+    parent,
+)
+from governance.model.types import Artifact, CatalogObject, Component, Kind
+
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def megatron_component(name: str) -> Component:
+    """`distrib_optim.pt` is optimizer state; the shards and `model_optim_rng.pt` are weights."""
+    base = name.rpartition("/")[2]
+    if base == "distrib_optim.pt":
+        return Component.OPTIMIZER
+    if base.endswith((".pt", ".distcp")) and base != "common.pt":
+        return Component.WEIGHTS
+    return Component.METADATA
+
+
+def tracker_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
+    """Is this iteration at or before the one `latest_checkpointed_iteration.txt` names?"""
+    tracker = ctx.lookup(parent(unit) + TRACKER)
+    if tracker is None:
+        return Verdict(False, f"no {TRACKER} beside it")
+    text = ctx.read_text(tracker)
+    if text is None:
+        return Verdict(True, f"{TRACKER} present (unread)")
+    if text == "release":
+        return Verdict(True, f"{TRACKER} says release")
+    if not text.isdigit() or step is None:
+        return Verdict(True, f"{TRACKER} says {text!r} (not comparable)")
+    if int(text) >= step:
+        return Verdict(True, f"{TRACKER} is {int(text)}")
+    return Verdict(False, f"iteration {step} is past {TRACKER} ({int(text)}): save not finished")
+
+
+class MegatronDetector(Detector):
+    """`iter_<N>/` and `release/` folders, and the tracker file beside them."""
+
+    layout = "megatron"
+    kind = Kind.CHECKPOINT
+    defines_runs = True
+
+    def claim(self, key: str) -> Claim | None:
+        if "iter_" in key:
+            unit = digit_segment(key, "iter_")
+            if unit:
+                return Claim(unit, deep=True)
+        if "release/" in key:
+            i = find_segment(key, "release/")
+            rest = key[i + 8 :] if i != -1 else ""
+            if rest.startswith(("mp_rank_", ".metadata", "__", "common.pt", "metadata.json")):
+                return Claim(key[: i + 8], deep=True)
+        if key.endswith(TRACKER):
+            return Claim(key, tracker=True)
+        return None
+
+    def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
+        if not unit.endswith("/"):
+            return artifact(
+                unit,
+                Kind.OTHER,
+                self.layout,
+                members,
+                lambda _n: Component.METADATA,
+                note="Megatron iteration tracker",
+            )
+        name = basename(unit)
+        step = int(name[5:]) if name.startswith("iter_") else None
+        names = {o.key[len(unit) :] for o in members}
+        dist = any(n.endswith(".distcp") for n in names)
+        problems: list[str] = []
+        if dist and ".metadata" not in names:
+            problems.append("torch_dist form without .metadata")
+        if not dist and not any(n.endswith(("model_optim_rng.pt", "model_rng.pt")) for n in names):
+            problems.append("no model_optim_rng.pt")
+        tracked = tracker_verdict(unit, step, ctx)
+        if not tracked.complete:
+            problems.append(tracked.reason)
+        form = "torch_dist" if dist else "legacy"
+        verdict = Verdict(not problems, "; ".join(problems) or f"{form} form; {tracked.reason}")
+        return artifact(
+            unit,
+            Kind.CHECKPOINT,
+            self.layout,
+            members,
+            megatron_component,
+            step=step,
+            verdict=verdict,
+            strippable=not dist and "distrib_optim.pt" in {n.rpartition("/")[2] for n in names},
+            note=f"{form} form",
+        )

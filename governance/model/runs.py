@@ -1,0 +1,250 @@
+"""Runs: which prefix of the root is one training run, and what state it is in.
+
+A run is named by the first layout template that matches a key (`{team}/{project}/runs/
+{run}/`: placeholders become attributes, the matched prefix is the run key). Keys no
+template matches can still belong to a run found from where checkpoints live: the folder
+holding checkpoint units, or its parent when that folder is a `checkpoints`-like container,
+so logs, evals and weights beside the checkpoints belong to the run too. Detected runs
+never nest: the outermost wins (a Trainer checkpoint holding a DeepSpeed tag is not a run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from governance.model.detectors import REGISTRY, RUN_DETECTORS, Context
+from governance.model.detectors.base import basename, parent
+from governance.model.metrics import best_info
+from governance.model.types import Artifact, CatalogObject, Kind, Run, RunStatus
+
+CONTAINER_NAMES = frozenset(
+    {"checkpoints", "checkpoint", "ckpt", "ckpts", "output", "outputs", "out", "saved_models"}
+)
+FINAL_NAMES = frozenset(
+    {"final", "final_model", "final-model", "model_final", "final_checkpoint", "final-checkpoint"}
+)
+CHECKPOINT_LAYOUTS = frozenset(d.layout for d in RUN_DETECTORS)
+_RESIDUE = REGISTRY[0]
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """One compiled layout template."""
+
+    text: str
+    pattern: re.Pattern[str]
+    segments: int
+
+
+def compile_templates(templates: Iterable[str]) -> tuple[Template, ...]:
+    """Compile `{name}` templates to anchored prefix patterns (each placeholder is one segment)."""
+    out = []
+    for text in templates:
+        norm = text.strip("/") + "/"
+        parts: list[str] = []
+        pos = 0
+        for m in _PLACEHOLDER.finditer(norm):
+            parts.append(re.escape(norm[pos : m.start()]))
+            parts.append(f"(?P<{m.group(1)}>[^/]+)")
+            pos = m.end()
+        parts.append(re.escape(norm[pos:]))
+        out.append(Template(text, re.compile("".join(parts)), norm.count("/")))
+    return tuple(out)
+
+
+class TemplateMatcher:
+    """First-match-wins template lookup, with a shortcut for the sorted stream: a key under
+    the prefix the previous key matched matches the same way, unless an earlier template
+    is longer (and could match deeper)."""
+
+    def __init__(self, templates: Iterable[str]) -> None:
+        self.templates = compile_templates(templates)
+        self._safe = [
+            all(t.segments <= self.templates[i].segments for t in self.templates[:i])
+            for i in range(len(self.templates))
+        ]
+        self._last: tuple[str, dict[str, str]] | None = None
+
+    def match(self, key: str) -> tuple[str, dict[str, str]] | None:
+        """(run prefix, attributes) of the first template that matches `key`."""
+        if not self.templates:
+            return None
+        last = self._last
+        if last is not None and key.startswith(last[0]):
+            return last
+        for i, t in enumerate(self.templates):
+            m = t.pattern.match(key)
+            if m:
+                found = (m.group(0), m.groupdict())
+                self._last = found if self._safe[i] else None
+                return found
+        return None
+
+
+def run_for_unit(unit: str) -> str | None:
+    """The run a checkpoint unit implies: its folder, or that folder's parent when the
+    folder is a `checkpoints`-like container. None at the root."""
+    container = parent(unit)
+    if not container:
+        return None
+    if basename(container).lower() in CONTAINER_NAMES:
+        return parent(container) or container
+    return container
+
+
+_ALL_RUN = (_RESIDUE, *RUN_DETECTORS)
+_UPWARD = tuple(d for d in _ALL_RUN if d.looks_up)
+
+
+def unit_of_checkpoint(key: str, upward_only: bool = False) -> str | None:
+    """The outermost checkpoint (or staging) unit a key belongs to, by its key alone.
+
+    `upward_only`: the key lies in a unit already found, so only detectors that may name
+    an outer folder are asked (see `Detector.looks_up`).
+    """
+    best: str | None = None
+    for det in _UPWARD if upward_only else _ALL_RUN:
+        c = det.claim(key)
+        if c is None or c.tracker or c.companion or (det is _RESIDUE and not c.deep):
+            continue
+        if best is None or len(c.unit) < len(best):
+            best = c.unit
+    return best
+
+
+def outermost(prefixes: Iterable[str]) -> set[str]:
+    """Drop every prefix that lies under another one."""
+    kept: set[str] = set()
+    for p in sorted(prefixes):
+        i = p.find("/")
+        nested = False
+        while i != -1 and i < len(p) - 1:
+            if p[: i + 1] in kept:
+                nested = True
+                break
+            i = p.find("/", i + 1)
+        if not nested:
+            kept.add(p)
+    return kept
+
+
+def detected_run_of(key: str, detected: set[str]) -> str | None:
+    """The detected run holding `key` (detected runs do not nest)."""
+    if not detected:
+        return None
+    i = key.find("/")
+    while i != -1:
+        p = key[: i + 1]
+        if p in detected:
+            return p
+        i = key.find("/", i + 1)
+    return None
+
+
+def _markers(
+    key: str, objs: Iterable[CatalogObject], names: tuple[str, ...]
+) -> list[CatalogObject]:
+    """Objects directly in the run folder whose name is one of `names`."""
+    wanted = set(names)
+    n = len(key)
+    return [o for o in objs if o.key[n:] in wanted and o.key.startswith(key)]
+
+
+def _is_final_weights(run_key: str, art: Artifact) -> bool:
+    if art.kind is not Kind.WEIGHTS or not art.complete:
+        return False
+    segs = [s for s in art.key[len(run_key) :].split("/") if s]
+    if len(segs) <= 1:
+        return True
+    folders = segs if art.key.endswith("/") else segs[:-1]
+    return any(s.lower() in FINAL_NAMES for s in folders) or (
+        len(folders) == 1 and folders[0].lower() in CONTAINER_NAMES
+    )
+
+
+def _status(
+    key: str,
+    objs: list[CatalogObject],
+    artifacts: list[Artifact],
+    ctx: Context,
+    last_write_age: str,
+) -> tuple[RunStatus, str]:
+    opts = ctx.options
+    done = _markers(key, objs, opts.completed_markers)
+    failed = _markers(key, objs, opts.failed_markers)
+    newest_done = max(done, key=lambda o: (o.last_modified, o.key), default=None)
+    newest_failed = max(failed, key=lambda o: (o.last_modified, o.key), default=None)
+    if newest_failed and (
+        newest_done is None or newest_failed.last_modified >= newest_done.last_modified
+    ):
+        return RunStatus.FAILED, f"failed marker {newest_failed.key}"
+    if newest_done:
+        return RunStatus.COMPLETED, f"completed marker {newest_done.key}"
+    final = [a for a in artifacts if _is_final_weights(key, a)]
+    if final:
+        return RunStatus.COMPLETED, f"final weights at {final[0].key}"
+    if not any(
+        a.layout in CHECKPOINT_LAYOUTS and a.kind in (Kind.CHECKPOINT, Kind.RESIDUE)
+        for a in artifacts
+    ):
+        return RunStatus.UNKNOWN, "no checkpoints and no status markers"
+    last = max(o.last_modified for o in objs)
+    if opts.as_of - last <= opts.abandoned_after:
+        return RunStatus.RUNNING, f"last write {last_write_age} ago, within abandoned_after"
+    return RunStatus.ABANDONED, f"no write for {last_write_age} (abandoned_after exceeded)"
+
+
+def _best_checkpoint(artifacts: list[Artifact], ctx: Context) -> str | None:
+    """`best_model_checkpoint` of the newest Trainer checkpoint's state, as an artifact key."""
+    states = {
+        a.key: m.obj
+        for a in artifacts
+        if a.layout == "hf" and a.kind is Kind.CHECKPOINT
+        for m in a.members
+        if m.obj.key == a.key + "trainer_state.json"
+    }
+    if not states or ctx.read_meta is None:
+        return None
+    newest = max((a for a in artifacts if a.key in states), key=lambda a: (a.step or 0, a.key))
+    state = states[newest.key]
+    name = best_info(ctx.read_json(state)).checkpoint_name
+    if not name:
+        return None
+    candidates = sorted(
+        (a for a in artifacts if a.kind is Kind.CHECKPOINT and basename(a.key) == name),
+        key=lambda a: (parent(a.key) != parent(newest.key), a.key),
+    )
+    return candidates[0].key if candidates else None
+
+
+def _age(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f}d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f}h"
+    return f"{max(seconds, 0) / 60:.0f}m"
+
+
+def build_run(
+    key: str,
+    attributes: Mapping[str, str],
+    objs: list[CatalogObject],
+    artifacts: list[Artifact],
+    ctx: Context,
+) -> Run:
+    """The run record for one buffered run: status with evidence, last write, best checkpoint."""
+    last_write = max(o.last_modified for o in objs)
+    age = _age((ctx.options.as_of - last_write).total_seconds())
+    status, reason = _status(key, objs, artifacts, ctx, age)
+    return Run(
+        key=key,
+        name=attributes.get("run") or basename(key),
+        status=status,
+        status_reason=reason,
+        last_write=last_write,
+        attributes=dict(attributes),
+        best_checkpoint=_best_checkpoint(artifacts, ctx),
+    )

@@ -1,0 +1,192 @@
+"""The scanner on local disk and memory://, against a real catalog (SQLite file, PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from governance.catalog.engine import open_engine
+from governance.cli.main import cli
+from governance.errors import NoSuchRootError
+from governance.scan.runner import scan_store
+from governance.storage import open_store
+from governance.storage.base import ObjectInfo
+from tests.catalogs import catalog_url  # noqa: F401
+
+
+def _tree(root: Path, n: int = 30) -> None:
+    for i in range(n):
+        path = root / f"runs/r{i % 3}/checkpoint-{i}/model.safetensors"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * (i + 1))
+    (root / "name with spaces é.txt").write_text("hi")
+    (root / "empty-dir").mkdir()
+
+
+def _live(engine, root_url: str) -> dict[str, tuple[int, str, int]]:  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT o.key, o.size, o.etag, o.changed_scan_id FROM objects o "
+                "JOIN roots r ON r.id = o.root_id WHERE r.url = :u AND o.gone_scan_id IS NULL"
+            ),
+            {"u": root_url},
+        ).all()
+    return {k: (s, e, c) for k, s, e, c in rows}
+
+
+def test_first_scan_indexes_every_file(tmp_path: Path, catalog_url: str) -> None:  # noqa: F811
+    _tree(tmp_path / "data")
+    engine = open_engine(catalog_url)
+    store = open_store(str(tmp_path / "data"))
+    summary = scan_store(engine, store, actor="tester")
+    assert summary.status == "complete"
+    assert summary.objects == 31
+    assert summary.new == 31
+    assert summary.bytes == sum(range(1, 31)) + 2
+    live = _live(engine, store.url)
+    assert "name with spaces é.txt" in live
+    assert live["runs/r0/checkpoint-0/model.safetensors"][0] == 1
+    engine.dispose()
+
+
+def test_rescan_is_incremental(tmp_path: Path, catalog_url: str) -> None:  # noqa: F811
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    store = open_store(str(root))
+    first = scan_store(engine, store, actor="t")
+    before = _live(engine, store.url)
+
+    again = scan_store(engine, store, actor="t")
+    assert (again.new, again.changed, again.gone) == (0, 0, 0)
+    assert _live(engine, store.url) == before  # unchanged rows were not rewritten
+
+    changed = root / "runs/r1/checkpoint-1/model.safetensors"
+    changed.write_bytes(b"new content, longer")
+    os.utime(changed, ns=(changed.stat().st_mtime_ns + 10**9,) * 2)
+    (root / "runs/r2/checkpoint-2/model.safetensors").unlink()
+    (root / "added.log").write_text("log")
+    third = scan_store(engine, store, actor="t")
+    assert (third.new, third.changed, third.gone) == (1, 1, 1)
+    live = _live(engine, store.url)
+    assert "runs/r2/checkpoint-2/model.safetensors" not in live
+    assert live["runs/r1/checkpoint-1/model.safetensors"][0] == len(b"new content, longer")
+    assert live["runs/r1/checkpoint-1/model.safetensors"][2] == third.scan_id
+    assert live["runs/r0/checkpoint-0/model.safetensors"][2] == first.scan_id
+
+    (root / "runs/r2/checkpoint-2/model.safetensors").write_bytes(b"back")
+    fourth = scan_store(engine, store, actor="t")
+    assert fourth.changed == 1  # the gone row is revived in place
+    assert "runs/r2/checkpoint-2/model.safetensors" in _live(engine, store.url)
+    engine.dispose()
+
+
+class _FailingStore:
+    """A real store whose listing breaks after `after` objects (a dropped connection)."""
+
+    def __init__(self, inner, after: int, exc: BaseException) -> None:  # type: ignore[no-untyped-def]
+        self._inner = inner
+        self._after = after
+        self._exc = exc
+        self.url = inner.url
+
+    def check(self) -> None:
+        self._inner.check()
+
+    def list(self, exclude_prefixes: Sequence[str] = ()) -> Iterator[ObjectInfo]:
+        for i, info in enumerate(self._inner.list(exclude_prefixes)):
+            if i == self._after:
+                raise self._exc
+            yield info
+
+
+@pytest.mark.parametrize("exc", [OSError("connection reset"), KeyboardInterrupt()])
+def test_failed_or_interrupted_scan_changes_nothing(
+    tmp_path: Path, catalog_url: str, exc: BaseException  # noqa: F811
+) -> None:
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    store = open_store(str(root))
+    scan_store(engine, store, actor="t")
+    before = _live(engine, store.url)
+    for p in list(root.rglob("*.safetensors"))[:5]:
+        p.unlink()
+    with pytest.raises(type(exc)):
+        scan_store(engine, _FailingStore(store, 10, exc), actor="t")  # type: ignore[arg-type]
+    assert _live(engine, store.url) == before  # nothing marked gone
+    with engine.connect() as conn:
+        status, error = conn.execute(text("SELECT status, error FROM scans ORDER BY id DESC")).first()  # type: ignore[misc]
+    assert status == "failed"
+    assert error == ("interrupted" if isinstance(exc, KeyboardInterrupt) else "connection reset")
+    engine.dispose()
+
+
+def test_missing_root_fails_before_touching_the_catalog(tmp_path: Path, catalog_url: str) -> None:  # noqa: F811
+    engine = open_engine(catalog_url)
+    with pytest.raises(NoSuchRootError, match="does-not-exist"):
+        scan_store(engine, open_store(str(tmp_path / "does-not-exist")), actor="t")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM roots")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM scans")).scalar() == 0
+    engine.dispose()
+
+
+def test_memory_filesystem_scan(catalog_url: str) -> None:  # noqa: F811
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe({"/bench-mem/a/b.bin": b"123", "/bench-mem/c.txt": b"4"})
+    engine = open_engine(catalog_url)
+    summary = scan_store(engine, open_store("memory://bench-mem/"), actor="t")
+    assert (summary.objects, summary.bytes) == (2, 4)
+    engine.dispose()
+
+
+def test_cli_scan_and_ls_objects_json(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _tree(root, n=3)
+    catalog = f"sqlite:///{tmp_path / 'cat.db'}"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--catalog", catalog, "scan", "--root", str(root), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["scans"][0]["objects"] == 4
+    assert doc["scans"][0]["root"] == root.resolve().as_uri() + "/"
+
+    result = runner.invoke(cli, ["--catalog", catalog, "ls", "objects", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 4
+    assert {"uri", "size", "etag", "last_modified", "storage_class"} <= set(rows[0])
+    assert all(r["uri"].startswith("file:///") for r in rows)
+    assert [r["uri"] for r in rows] == sorted(r["uri"] for r in rows)
+
+
+def test_cli_scan_of_missing_root_exits_2_with_one_message(tmp_path: Path) -> None:
+    catalog = f"sqlite:///{tmp_path / 'cat.db'}"
+    result = CliRunner().invoke(cli, ["--catalog", catalog, "scan", "--root", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "nope" in result.stderr
+    assert result.stderr.count("error:") == 1
+
+
+def test_cli_scan_without_roots_is_bad_input(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--catalog", f"sqlite:///{tmp_path / 'c.db'}", "scan"])
+    assert result.exit_code == 2
+    assert "nothing to scan" in result.stderr
+
+
+def test_cli_corrupt_catalog_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 1000)
+    result = CliRunner().invoke(cli, ["--catalog", f"sqlite:///{bad}", "ls", "objects"])
+    assert result.exit_code == 2
+    assert "cannot be opened" in result.stderr

@@ -1,0 +1,172 @@
+"""Runs by template and by detection, every status, grace, best checkpoint, streaming."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from governance.model.classify import classify
+from governance.model.runs import TemplateMatcher, outermost, run_for_unit
+from governance.model.types import ClassifyOptions, Group, Kind, RunStatus
+from tests.fixtures import builders as b
+
+TEMPLATE = "{team}/{project}/runs/{run}/"
+
+
+def groups(tree: b.MemoryTree, days: float = 1, **opts) -> list[Group]:
+    options = ClassifyOptions(as_of=b.T0 + timedelta(days=days), **opts)
+    return list(classify(tree.objects, options, tree.read_meta))
+
+
+def runs(tree: b.MemoryTree, days: float = 1, **opts) -> dict[str, Group]:
+    return {g.run.key: g for g in groups(tree, days, **opts) if g.run is not None}
+
+
+def test_template_runs_with_attributes() -> None:
+    t = b.MemoryTree()
+    b.hf_run(t, "nlp/llama/runs/r1/output")
+    b.logs(t, "nlp/llama/runs/r1")
+    found = runs(t, run_templates=(TEMPLATE, "runs/{run}/"))
+    g = found["nlp/llama/runs/r1/"]
+    assert g.run is not None
+    assert g.run.name == "r1"
+    assert g.run.attributes == {"team": "nlp", "project": "llama", "run": "r1"}
+    assert {a.kind for a in g.artifacts} >= {Kind.CHECKPOINT, Kind.LOG}
+    assert all(a.run == "nlp/llama/runs/r1/" for a in g.artifacts)
+
+
+def test_template_first_match_wins() -> None:
+    m = TemplateMatcher(("a/{x}/b/{run}/", "a/{run}/"))
+    assert m.match("a/foo/c") == ("a/foo/", {"run": "foo"})
+    assert m.match("a/foo/b/r/x") == ("a/foo/b/r/", {"x": "foo", "run": "r"})
+    assert m.match("zzz") is None
+
+
+def test_detected_run_is_parent_of_checkpoint_container() -> None:
+    assert run_for_unit("exp/a/checkpoints/checkpoint-5/") == "exp/a/"
+    assert run_for_unit("exp/a/checkpoint-5/") == "exp/a/"
+    assert run_for_unit("checkpoints/checkpoint-5/") == "checkpoints/"
+    assert run_for_unit("checkpoint-5/") is None
+    assert outermost({"a/", "a/b/", "c/d/"}) == {"a/", "c/d/"}
+
+
+def test_logs_beside_checkpoints_join_the_detected_run() -> None:
+    t = b.MemoryTree()
+    b.deepspeed_run(t, "exp/ds/checkpoints")
+    b.logs(t, "exp/ds")
+    g = runs(t)["exp/ds/"]
+    kinds = {a.kind for a in g.artifacts}
+    assert Kind.LOG in kinds
+    assert Kind.CHECKPOINT in kinds
+
+
+def test_nested_checkpoint_does_not_make_a_run() -> None:
+    t = b.MemoryTree()
+    units = b.hf_run(t, "exp/out", steps=(10,))
+    b.deepspeed_run(t, units[0].rstrip("/"), steps=(10,))  # HF + DeepSpeed nesting
+    found = runs(t)
+    assert list(found) == ["exp/"]
+    ck = [a for a in found["exp/"].artifacts if a.kind is Kind.CHECKPOINT]
+    assert [a.key for a in ck] == [units[0]]
+
+
+def test_status_completed_by_marker_and_by_final_weights() -> None:
+    t = b.MemoryTree()
+    b.lightning_run(t, "a")
+    b.marker(t, "a/lightning_logs/version_0", "_SUCCESS")
+    b.hf_run(t, "b/out", final_weights=True)
+    found = runs(t, days=60)
+    assert found["a/lightning_logs/version_0/"].run.status is RunStatus.COMPLETED  # type: ignore[union-attr]
+    r = found["b/"].run
+    assert r is not None
+    assert r.status is RunStatus.COMPLETED
+    assert "final weights" in r.status_reason
+
+
+def test_status_failed_running_abandoned_unknown() -> None:
+    t = b.MemoryTree()
+    b.deepspeed_run(t, "runs/f")
+    b.marker(t, "runs/f", "FAILED", mtime=b.T0 + timedelta(days=1))
+    b.deepspeed_run(t, "runs/live", start=b.T0 + timedelta(days=9))
+    b.deepspeed_run(t, "runs/dead")
+    b.logs(t, "runs/empty")
+    found = runs(t, days=10, run_templates=("runs/{run}/",))
+    status = {k: g.run.status for k, g in found.items() if g.run}
+    assert status == {
+        "runs/f/": RunStatus.FAILED,
+        "runs/live/": RunStatus.RUNNING,
+        "runs/dead/": RunStatus.ABANDONED,
+        "runs/empty/": RunStatus.UNKNOWN,
+    }
+    assert all(g.run and g.run.status_reason for g in found.values())
+
+
+def test_newer_completed_marker_beats_older_failed() -> None:
+    t = b.MemoryTree()
+    b.deepspeed_run(t, "r1")
+    b.marker(t, "r1", "FAILED", mtime=b.T0)
+    b.marker(t, "r1", "COMPLETED", mtime=b.T0 + timedelta(hours=5))
+    assert runs(t)["r1/"].run.status is RunStatus.COMPLETED  # type: ignore[union-attr]
+
+
+def test_incomplete_within_and_outside_grace() -> None:
+    t = b.MemoryTree()
+    units = b.hf_run(t, "r/out", incomplete_last=True)
+    inside = {a.key: a for g in groups(t, days=1) for a in g.artifacts}[units[-1]]
+    assert inside.kind is Kind.CHECKPOINT
+    assert not inside.complete
+    assert "in flight" in inside.note
+    outside = {a.key: a for g in groups(t, days=10) for a in g.artifacts}[units[-1]]
+    assert outside.kind is Kind.RESIDUE
+    assert "trainer_state.json missing" in outside.completeness_reason
+
+
+def test_best_checkpoint_from_trainer_state() -> None:
+    t = b.MemoryTree()
+    units = b.hf_run(t, "r/out", best_step=1000)
+    r = runs(t)["r/"].run
+    assert r is not None
+    assert r.best_checkpoint == units[1]
+
+
+def test_last_write_is_newest_object() -> None:
+    t = b.MemoryTree()
+    b.deepspeed_run(t, "r")
+    late = b.T0 + timedelta(days=2)
+    t("r/logs/train.log", b"x", late)
+    assert runs(t, days=3)["r/"].run.last_write == late  # type: ignore[union-attr]
+
+
+def test_objects_outside_runs_grouped_by_top_level_folder() -> None:
+    t = b.MemoryTree()
+    b.datasets(t, "data")
+    b.residue(t, "scratch")
+    t("README.md", b"x", b.T0)
+    gs = [g for g in groups(t) if g.run is None]
+    tops = [{a.key.split("/")[0] for a in g.artifacts} for g in gs]
+    assert tops == [{"README.md"}, {"data"}, {"scratch"}] or sorted(map(sorted, tops)) == sorted(
+        map(sorted, [{"README.md"}, {"data"}, {"scratch"}])
+    )
+
+
+def test_mixed_layouts_in_one_root() -> None:
+    t = b.MemoryTree()
+    b.hf_run(t, "exp/hf/output")
+    b.lightning_run(t, "exp/pl")
+    b.deepspeed_run(t, "exp/ds/checkpoints")
+    b.megatron_run(t, "exp/mg")
+    b.orbax_run(t, "exp/ox/ckpts")
+    b.nemo_run(t, "exp/nemo")
+    b.dcp_checkpoint(t, "exp/dcp/ckpts/step_1")
+    found = runs(t)
+    layouts = {
+        k: {a.layout for a in g.artifacts if a.kind is Kind.CHECKPOINT} for k, g in found.items()
+    }
+    assert layouts == {
+        "exp/hf/": {"hf"},
+        "exp/pl/lightning_logs/version_0/": {"lightning"},
+        "exp/ds/": {"deepspeed"},
+        "exp/mg/": {"megatron"},
+        "exp/ox/": {"orbax"},
+        "exp/nemo/": {"nemo"},
+        "exp/dcp/": {"dcp"},
+    }
