@@ -23,7 +23,7 @@ class TreeWriter:
     root: Path
     now: datetime
     files: int = 0
-    bytes: int = 0
+    total_bytes: int = 0
 
     def write(
         self, rel: str, *, age: timedelta, size: int | None = None, content: bytes | None = None
@@ -38,7 +38,7 @@ class TreeWriter:
         ts = (self.now - age).timestamp()
         os.utime(path, (ts, ts))
         self.files += 1
-        self.bytes += path.stat().st_size
+        self.total_bytes += path.stat().st_size
 
 
 def _hf_checkpoint(

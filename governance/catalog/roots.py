@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from governance.catalog.tables import Root, Scan
 
 
 def get_or_create_root(engine: Engine, url: str, name: str | None = None) -> int:
     with Session(engine) as session:
-        root = session.exec(select(Root).where(Root.url == url)).scalars().first()  # type: ignore[call-overload]
+        root = session.exec(select(Root).where(Root.url == url)).first()
         if root is None:
             root = Root(url=url, name=name, created_at=datetime.now(UTC))
             session.add(root)
@@ -27,12 +26,12 @@ def get_or_create_root(engine: Engine, url: str, name: str | None = None) -> int
 
 def find_root(engine: Engine, url: str) -> Root | None:
     with Session(engine) as session:
-        return session.exec(select(Root).where(Root.url == url)).scalars().first()  # type: ignore[call-overload, no-any-return]
+        return session.exec(select(Root).where(Root.url == url)).first()
 
 
 def list_roots(engine: Engine) -> list[Root]:
     with Session(engine) as session:
-        return list(session.exec(select(Root).order_by(Root.id)).scalars())  # type: ignore[call-overload]
+        return list(session.exec(select(Root).order_by(col(Root.id))))
 
 
 def start_scan(engine: Engine, root_id: int, actor: str, source: str = "listing") -> int:
@@ -61,7 +60,7 @@ def last_complete_scan(engine: Engine, root_id: int) -> Scan | None:
     with Session(engine) as session:
         stmt = (
             select(Scan)
-            .where(Scan.root_id == root_id, Scan.status == "complete")  # type: ignore[arg-type]
-            .order_by(Scan.id.desc())  # type: ignore[union-attr]
+            .where(Scan.root_id == root_id, Scan.status == "complete")
+            .order_by(col(Scan.id).desc())
         )
-        return session.exec(stmt).scalars().first()  # type: ignore[call-overload, no-any-return]
+        return session.exec(stmt).first()

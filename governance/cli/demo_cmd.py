@@ -73,7 +73,7 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     console = stdout_console()
     console.print(f"[bold]govern demo[/bold]: sample storage at {storage}")
     console.print(
-        f"  wrote {tree.files:,} files, {format_bytes(tree.bytes)} (sparse: little real disk use)"
+        f"  wrote {tree.files:,} files, {format_bytes(tree.total_bytes)} (sparse: little real disk use)"
     )
     console.print(
         f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} "  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ name the root, keeping the cause (`raise ... from exc`).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,7 +93,7 @@ class Store(Protocol):
         """Current state of each key that exists (missing keys are absent from the result)."""
         ...
 
-    def delete(self, keys: Sequence[str]) -> list[KeyResult]:
+    def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:
         """Delete keys (S3: DeleteObjects batches of <= 1000, per-key errors reported)."""
         ...
 

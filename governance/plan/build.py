@@ -1,0 +1,142 @@
+"""build_plan: roots' classifications + policy + as_of -> a fingerprinted `Plan`. Pure.
+
+Groups are consumed one at a time (see `decide.decide_group`); only the actions and the
+kept list the plan outputs are held. The output is sorted canonically (root URL, artifact
+key, action order), so the same catalog, policy and `as_of` give the same plan whatever
+order the groups and artifacts arrive in (invariant 6).
+
+Example::
+
+    plan = build_plan(
+        [RootSnapshot("s3://b/", scan_id=7, total_bytes=10**12,
+                      supports_storage_classes=True, groups=classify(...))],
+        policy, as_of, plan_id="p-1", created_by="ana", created_at=now,
+    )
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from governance.model.types import Group
+from governance.plan.decide import decide_group
+from governance.plan.fingerprint import fingerprint
+from governance.plan.limits import deleted_bytes, refusal
+from governance.plan.types import (
+    ActionType,
+    KeptArtifact,
+    Plan,
+    PlannedAction,
+    PlanStatus,
+    PlanSummary,
+    RuleSummary,
+)
+from governance.policy.models import Policy
+
+_ACTION_ORDER = {t: i for i, t in enumerate(ActionType)}
+"""Within one artifact: strip before archive (archive moves what the strip leaves)."""
+
+
+@dataclass(frozen=True)
+class RootSnapshot:
+    """One root as the planner sees it: its URL, scan, size and classification stream."""
+
+    url: str  # normalized root URL ending in '/', e.g. "s3://b/" or "file:///data/"
+    scan_id: int
+    total_bytes: int  # live bytes of the root (for max_delete_fraction)
+    supports_storage_classes: bool  # False on filesystems: class changes are not applicable
+    groups: Iterable[Group]  # the root's classification, streamed run by run
+
+
+def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
+    return (a.artifact.root_url, a.artifact.uri, _ACTION_ORDER[a.action], a.objects[0].uri)
+
+
+def summarize(actions: Iterable[PlannedAction]) -> PlanSummary:
+    """Totals and per-rule totals; archive by copy counts as archived, not deleted."""
+    summary = PlanSummary()
+    for a in actions:
+        rule = summary.by_rule.setdefault(a.rule, RuleSummary())
+        deleted = a.bytes if a.action not in (ActionType.TRANSITION, ActionType.ARCHIVE) else 0
+        transitioned = a.bytes if a.action is ActionType.TRANSITION else 0
+        archived = a.bytes if a.action is ActionType.ARCHIVE else 0
+        for s in (summary, rule):
+            s.actions += 1
+            s.objects += len(a.objects)
+            s.bytes_deleted += deleted
+            s.bytes_transitioned += transitioned
+            s.bytes_archived += archived
+        summary.early_deletion_usd += a.early_deletion_usd
+        summary.request_cost_usd += a.request_cost_usd
+        summary.monthly_cost_before_usd += a.monthly_cost_before_usd
+        summary.monthly_cost_after_usd += a.monthly_cost_after_usd
+    return summary
+
+
+def build_plan(
+    roots: Iterable[RootSnapshot],
+    policy: Policy,
+    as_of: datetime,
+    *,
+    plan_id: str,
+    created_by: str,
+    created_at: datetime,
+) -> Plan:
+    """Plan every root's groups under `policy` at `as_of`; never touches storage."""
+    if as_of.tzinfo is None:
+        raise ValueError("as_of must be timezone-aware (UTC)")
+    actions: list[PlannedAction] = []
+    kept: list[KeptArtifact] = []
+    scans: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    deleted: dict[str, int] = {}
+    not_applicable: Counter[tuple[str, str, str]] = Counter()
+    for root in roots:
+        scans[root.url] = root.scan_id
+        totals[root.url] = root.total_bytes
+        deleted.setdefault(root.url, 0)
+        for group in root.groups:
+            result = decide_group(group, root.url, root.supports_storage_classes, policy, as_of)
+            for d in result.decisions:
+                for a in d.actions:
+                    actions.append(a)
+                    deleted[root.url] += deleted_bytes(a)
+                if d.kept is not None:
+                    kept.append(d.kept)
+            for rule, what in result.not_applicable:
+                not_applicable[(root.url, rule, what)] += 1
+    actions.sort(key=_action_sort_key)
+    for i, a in enumerate(actions, start=1):
+        a.id = i
+    kept.sort(key=lambda k: (k.artifact.root_url, k.artifact.uri))
+    notes = [
+        f"root {root}: {what} (rule {rule}) is not applicable, the root has no storage "
+        f"classes; {n} artifact(s) left as they are"
+        for (root, rule, what), n in sorted(not_applicable.items())
+    ]
+    refused = refusal(deleted, totals, policy.safety)
+    if refused is not None:
+        status = PlanStatus.REFUSED
+    elif any(policy.requires_approval(a.action.value) for a in actions):
+        status = PlanStatus.PENDING_APPROVAL
+    else:
+        status = PlanStatus.APPROVED
+    return Plan(
+        plan_id=plan_id,
+        fingerprint=fingerprint(actions, kept),
+        as_of=as_of,
+        created_at=created_at,
+        created_by=created_by,
+        policy_path=str(policy.source_path) if policy.source_path is not None else None,
+        policy_sha256=policy.source_sha256,
+        status=status,
+        scans=scans,
+        actions=actions,
+        kept=kept,
+        summary=summarize(actions),
+        refusal=refused,
+        notes=notes,
+    )

@@ -1,0 +1,86 @@
+"""`govern explain URL`: why one artifact is kept or acted on (invariant 5).
+
+Runs exactly the planner's decision for the group that holds the artifact, with tracing
+on, so the explanation can never disagree with the plan. Groups before it are only
+checked for the URI, not decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from governance.errors import ArgumentError
+from governance.model.types import Artifact, Group
+from governance.plan.build import RootSnapshot
+from governance.plan.decide import decide_group
+from governance.policy.models import Policy
+
+
+@dataclass
+class Explanation:
+    """Everything `explain` prints about one artifact."""
+
+    uri: str
+    kind: str
+    run: str | None
+    run_status: str | None
+    step: int | None
+    complete: bool
+    protected_by: str | None
+    rule: str | None
+    rules_considered: list[tuple[str, str]] = field(default_factory=list)
+    tiers: list[tuple[str, str]] = field(default_factory=list)
+    decision: str = ""
+    reason: str = ""
+
+
+def _holds(art: Artifact, key: str) -> bool:
+    """The artifact's own key (with or without its trailing '/') or one of its objects."""
+    if art.key == key or art.key.rstrip("/") == key.rstrip("/"):
+        return True
+    if art.key.endswith("/") and key.startswith(art.key):
+        return any(m.obj.key == key for m in art.members)
+    return False
+
+
+def _find(group: Group, key: str) -> Artifact | None:
+    return next((a for a in group.artifacts if _holds(a, key)), None)
+
+
+def explain(
+    roots: Iterable[RootSnapshot], policy: Policy, as_of: datetime, uri: str
+) -> Explanation:
+    """Explain the artifact at `uri` (or the artifact holding the object at `uri`).
+
+    Raises `ArgumentError` when no artifact of the given roots has that URI.
+    """
+    for root in roots:
+        if not uri.startswith(root.url):
+            continue
+        key = uri[len(root.url) :]
+        for group in root.groups:
+            target = _find(group, key)
+            if target is None:
+                continue
+            result = decide_group(
+                group, root.url, root.supports_storage_classes, policy, as_of, trace=True
+            )
+            d = next(x for x in result.decisions if x.artifact is target)
+            run = group.run
+            return Explanation(
+                uri=d.ref.uri,
+                kind=target.kind.value,
+                run=d.ref.run,
+                run_status=run.status.value if run is not None else None,
+                step=target.step,
+                complete=target.complete,
+                protected_by=d.protected_by,
+                rule=d.rule,
+                rules_considered=d.rules_considered,
+                tiers=d.tiers,
+                decision=d.decision,
+                reason=d.reason or (d.kept.reason if d.kept is not None else ""),
+            )
+    raise ArgumentError(f"no artifact or object with URI {uri} in the catalog of these roots")

@@ -1,0 +1,60 @@
+"""Safety limits (invariant 4): a plan over a limit is refused with a clear message, not trimmed.
+
+Bytes deleted count every action that removes data from its root: delete, strip, dedupe,
+abort_upload, and the source side of an archive by copy to another location.
+`max_delete_bytes` caps the whole plan; `max_delete_fraction` caps each root against the
+bytes scanned in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from governance.plan.types import ActionType, PlannedAction
+from governance.policy.models import Safety
+from governance.policy.units import format_bytes
+
+_REMOVING = frozenset(
+    {ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD}
+)
+
+
+def deleted_bytes(action: PlannedAction) -> int:
+    """The bytes this action removes from its root (0 for transitions and in-place archive)."""
+    if action.action in _REMOVING:
+        return action.bytes
+    if action.action is ActionType.ARCHIVE and action.dest_url is not None:
+        return action.bytes
+    return 0
+
+
+def refusal(
+    deleted_by_root: Mapping[str, int], total_by_root: Mapping[str, int], safety: Safety
+) -> str | None:
+    """A message naming each exceeded limit, the root and by how much; None when within."""
+    problems: list[str] = []
+    for root in sorted(deleted_by_root):
+        deleted = deleted_by_root[root]
+        if deleted <= 0:
+            continue
+        total = total_by_root.get(root, 0)
+        allowed = safety.max_delete_fraction * total
+        if deleted > allowed:
+            share = f"{deleted / total:.0%}" if total else "all"
+            problems.append(
+                f"root {root}: would delete {format_bytes(deleted)}, {share} of "
+                f"{format_bytes(total)} scanned, over max_delete_fraction "
+                f"{safety.max_delete_fraction:g} by {format_bytes(round(deleted - allowed))}"
+            )
+    if safety.max_delete_bytes is not None:
+        total_deleted = sum(deleted_by_root.values())
+        if total_deleted > safety.max_delete_bytes:
+            roots = ", ".join(
+                f"root {r}: {format_bytes(b)}" for r, b in sorted(deleted_by_root.items()) if b
+            )
+            problems.append(
+                f"would delete {format_bytes(total_deleted)} ({roots}), over max_delete_bytes "
+                f"{format_bytes(safety.max_delete_bytes)} by "
+                f"{format_bytes(total_deleted - safety.max_delete_bytes)}"
+            )
+    return "; ".join(problems) if problems else None

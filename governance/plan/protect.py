@@ -1,0 +1,66 @@
+"""Protections, evaluated before every rule: a protected artifact is never acted on.
+
+`protection` covers `protect.min_age`, `protect.tags`, `protect.paths` and object lock /
+legal hold (a hook: the catalog holds no lock information yet, see `lock_reason`).
+`protect.run_status` is different: it only shields artifacts from expire and transition
+rules; tiers still thin them (see `shielded_from_expiry`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from governance.model.types import CatalogObject, Run
+from governance.plan.selectors import Subject, human_age, tags_match
+from governance.policy.models import Protect
+from governance.policy.select import glob_match
+from governance.policy.units import format_duration
+
+
+def lock_reason(obj: CatalogObject, as_of: datetime) -> str | None:
+    """Why an object is under object lock or legal hold, if the catalog says so.
+
+    The hook for S3 Object Lock: today `CatalogObject` has no lock fields, so this reads
+    optional attributes a later catalog version may add (`legal_hold`, `retain_until`)
+    and the conventional tags. Never bypass a lock: a locked object makes its whole
+    artifact protected.
+    """
+    if getattr(obj, "legal_hold", False):
+        return f"legal hold on {obj.key}"
+    retain_until = getattr(obj, "retain_until", None)
+    if isinstance(retain_until, datetime) and retain_until > as_of:
+        return f"object lock on {obj.key} until {retain_until.isoformat()}"
+    return None
+
+
+def protection(protect: Protect, s: Subject, as_of: datetime) -> str | None:
+    """The reason `s` is protected (one sentence), or None."""
+    if s.age < protect.min_age:
+        return (
+            f"last written {human_age(s.age)} ago, inside protect.min_age "
+            f"{format_duration(protect.min_age)}"
+        )
+    members = s.artifact.members
+    for key, value in sorted(protect.tags.items()):
+        for m in members:
+            if tags_match({key: value}, dict(m.obj.tags or {})):
+                return f"object {m.obj.key} has protected tag {key}={(m.obj.tags or {})[key]}"
+    if protect.paths:
+        candidates = [s.uri, s.uri.rstrip("/")]
+        prefix = s.uri[: len(s.uri) - len(s.artifact.key)]
+        candidates += [prefix + m.obj.key for m in members]
+        for pattern in protect.paths:
+            if any(glob_match(pattern, c) for c in candidates):
+                return f"under protected path {pattern}"
+    for m in members:
+        locked = lock_reason(m.obj, as_of)
+        if locked is not None:
+            return locked
+    return None
+
+
+def shielded_from_expiry(protect: Protect, run: Run | None) -> str | None:
+    """Why expire/transition rules skip this run's artifacts (`protect.run_status`), or None."""
+    if run is not None and run.status in protect.run_status:
+        return f"run {run.name} is {run.status.value} (protect.run_status: only tiers thin it)"
+    return None

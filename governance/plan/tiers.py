@@ -1,0 +1,196 @@
+"""Retention tiers over one run's complete checkpoints (policy.md, "Ages and tiers").
+
+Each tier looks, independently, at the checkpoints within its `max_age` and selects the
+union of its keep keys (restic's semantics for the time buckets). `select` returns, per
+checkpoint key, the tiers that selected it in policy order with a reason for each; the
+first one decides how it is kept (that is the caller's business).
+
+Ordering: by step where every checkpoint has one, else by age (newest = highest). Ties go
+to the later write, then the key, so the result never depends on input order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from governance.model.types import Artifact, Run, RunStatus
+from governance.policy.models import Tier
+from governance.policy.units import format_duration
+
+OrderKey = Callable[[Artifact], tuple[Any, ...]]
+
+
+def order_key(checkpoints: Sequence[Artifact]) -> OrderKey:
+    """Newest = highest step when every checkpoint has a step, else the latest write."""
+    if checkpoints and all(c.step is not None for c in checkpoints):
+        return lambda c: (c.step, c.last_modified, c.key)
+    return lambda c: (c.last_modified, c.key)
+
+
+def newest(checkpoints: Sequence[Artifact]) -> Artifact | None:
+    """The newest checkpoint by `order_key` (None for an empty list)."""
+    if not checkpoints:
+        return None
+    return max(checkpoints, key=order_key(checkpoints))
+
+
+def _label(c: Artifact) -> str:
+    return f"step {c.step}" if c.step is not None else c.key.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(slots=True)
+class TierOutcome:
+    """What the tiers of one rule select in one run.
+
+    `picks[key]` lists (tier index, reason) in policy order; `trace[key]` has one
+    (tier name, "selected: ..." / "not selected: ...") per tier, filled only when traced.
+    """
+
+    picks: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    trace: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+def _bucket_range(step: int, k: int) -> str:
+    lo = (step // k) * k
+    return f"{lo}-{lo + k - 1}"
+
+
+def _tier_select(tier: Tier, candidates: list[Artifact], run: Run | None) -> dict[str, list[str]]:
+    """checkpoint key -> why this tier selects it (several keys: several reasons)."""
+    chosen: dict[str, list[str]] = {}
+    if not candidates:
+        return chosen
+    key = order_key(candidates)
+    ordered = sorted(candidates, key=key, reverse=True)
+    within = f" within {format_duration(tier.max_age)}" if tier.max_age is not None else ""
+
+    def add(c: Artifact, why: str) -> None:
+        chosen.setdefault(c.key, []).append(why)
+
+    if tier.keep_last is not None:
+        for c in ordered[: tier.keep_last]:
+            add(
+                c, f"{_label(c)} is one of the newest {tier.keep_last} complete checkpoints{within}"
+            )
+    if tier.keep_every_steps is not None:
+        k = tier.keep_every_steps
+        buckets: dict[int, tuple[int, Artifact]] = {}
+        for c in candidates:
+            if c.step is None:
+                continue
+            held = buckets.get(c.step // k)
+            if held is None or (c.step, c.last_modified, c.key) > (
+                held[0],
+                held[1].last_modified,
+                held[1].key,
+            ):
+                buckets[c.step // k] = (c.step, c)
+        for step, c in buckets.values():
+            add(c, f"step {step} is kept as the newest in bucket {_bucket_range(step, k)}")
+    for count, period, fmt in (
+        (tier.keep_daily, "day", lambda d: d.strftime("%Y-%m-%d")),
+        (tier.keep_weekly, "ISO week", lambda d: "{}-W{:02d}".format(*d.isocalendar()[:2])),
+    ):
+        if count is None:
+            continue
+        by_time = sorted(candidates, key=lambda c: (c.last_modified, key(c)), reverse=True)
+        seen: dict[str, Artifact] = {}
+        for c in by_time:
+            label = fmt(c.last_modified)
+            if label not in seen and len(seen) < count:
+                seen[label] = c
+        for label, c in seen.items():
+            add(
+                c, f"{_label(c)} is the newest of {period} {label} (one of the {count} most recent)"
+            )
+    if "final" in tier.keep and run is not None and run.status is RunStatus.COMPLETED:
+        add(ordered[0], f"{_label(ordered[0])} is the final checkpoint of the completed run")
+    if "best" in tier.keep and tier.best_metric is not None:
+        best = best_checkpoint(candidates, tier.best_metric.name, tier.best_metric.mode, run)
+        if best is not None:
+            add(best[0], best[1])
+    return chosen
+
+
+def best_checkpoint(
+    candidates: Sequence[Artifact], metric: str, mode: str, run: Run | None
+) -> tuple[Artifact, str] | None:
+    """The best checkpoint by `metric` (tie: the newer), with the reason.
+
+    Without any value of the metric, falls back to the run's recorded best checkpoint
+    (Hugging Face `best_model_checkpoint`) when it is among the candidates.
+    """
+    scored = [
+        (c, c.metrics[metric])
+        for c in candidates
+        if metric in c.metrics and not math.isnan(c.metrics[metric])
+    ]
+    if scored:
+        key = order_key(candidates)
+        sign = 1.0 if mode == "max" else -1.0
+        c, value = max(scored, key=lambda cv: (sign * cv[1], key(cv[0])))
+        return c, f"{_label(c)} has the best {metric} ({value:g}, {mode})"
+    if run is not None and run.best_checkpoint is not None:
+        for c in candidates:
+            if c.key == run.best_checkpoint:
+                return c, f"{_label(c)} is the run's recorded best checkpoint (no {metric} values)"
+    return None
+
+
+def select(
+    tiers: Sequence[Tier],
+    checkpoints: Sequence[Artifact],
+    run: Run | None,
+    as_of: datetime,
+    *,
+    trace: bool = False,
+) -> TierOutcome:
+    """Run every tier over a run's complete checkpoints that one rule owns."""
+    out = TierOutcome()
+    for index, tier in enumerate(tiers):
+        if tier.max_age is None:
+            candidates = list(checkpoints)
+        else:
+            candidates = [c for c in checkpoints if as_of - c.last_modified <= tier.max_age]
+        chosen = _tier_select(tier, candidates, run)
+        for key, whys in chosen.items():
+            out.picks.setdefault(key, []).append((index, "; ".join(whys)))
+        if not trace:
+            continue
+        in_window = {c.key for c in candidates}
+        for c in checkpoints:
+            if c.key in chosen:
+                line = "selected: " + "; ".join(chosen[c.key])
+            elif c.key not in in_window:
+                assert tier.max_age is not None
+                line = f"not selected: older than max_age {format_duration(tier.max_age)}"
+            else:
+                line = "not selected: " + _why_not(tier, c, run)
+            out.trace.setdefault(c.key, []).append((tier.name, line))
+    return out
+
+
+def _why_not(tier: Tier, c: Artifact, run: Run | None) -> str:
+    """Each keep key of the tier that passed this checkpoint over, briefly."""
+    parts: list[str] = []
+    if tier.keep_last is not None:
+        parts.append(f"not among the newest {tier.keep_last}")
+    if tier.keep_every_steps is not None:
+        if c.step is None:
+            parts.append("no step for keep_every_steps")
+        else:
+            parts.append(f"not the newest in bucket {_bucket_range(c.step, tier.keep_every_steps)}")
+    if tier.keep_daily is not None:
+        parts.append("not the newest of one of the most recent days")
+    if tier.keep_weekly is not None:
+        parts.append("not the newest of one of the most recent ISO weeks")
+    if "final" in tier.keep:
+        completed = run is not None and run.status is RunStatus.COMPLETED
+        parts.append("not the final checkpoint" if completed else "run is not completed (no final)")
+    if "best" in tier.keep and tier.best_metric is not None:
+        parts.append(f"not the best by {tier.best_metric.name}")
+    return "; ".join(parts)

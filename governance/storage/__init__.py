@@ -1,0 +1,161 @@
+"""Storage access: `open_store(url, ...)` returns a Store for any URL.
+
+Backends are imported lazily so that `govern --help` does not pay for boto3 or fsspec.
+
+    >>> normalize_url("s3://bucket")
+    's3://bucket/'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO, TYPE_CHECKING, Protocol, runtime_checkable
+
+from governance.errors import ArgumentError
+from governance.storage.base import KeyResult, ObjectInfo, ObjectState, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "BACKENDS",
+    "KeyResult",
+    "ObjectInfo",
+    "ObjectState",
+    "Store",
+    "WritableStore",
+    "normalize_url",
+    "open_store",
+]
+
+BACKENDS = ("auto", "fsspec", "s3")
+# Schemes whose first path segment is a bucket/container that must be present.
+BUCKET_SCHEMES = frozenset({"s3", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "tos"})
+# Aliases that name the same storage: normalised so one object never has two URLs
+# (an s3 vs s3a mismatch makes live files look orphaned).
+_SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file"}
+
+
+@runtime_checkable
+class WritableStore(Protocol):
+    """A Store that can receive a byte stream: the fallback of `copy` across backends."""
+
+    url: str
+
+    def put_stream(
+        self,
+        key: str,
+        stream: IO[bytes],
+        storage_class: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write `stream` to `key`, creating parents, replacing an existing object."""
+        ...
+
+
+def _known_schemes() -> set[str]:
+    from fsspec.registry import known_implementations, registry
+
+    return set(known_implementations) | set(registry)
+
+
+def normalize_url(url: str) -> str:
+    """The canonical form of a root URL, always ending in '/'.
+
+    A plain path (absolute or relative, `~` expanded) becomes `file:///abs/path/`;
+    `s3://bucket` becomes `s3://bucket/`. Query strings are not interpreted: `?` and `#`
+    are legal in object keys. Raises ArgumentError naming the URL when it cannot be a root.
+
+        >>> normalize_url("s3a://b/runs")
+        's3://b/runs/'
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ArgumentError(f"storage URL {url!r}: empty")
+    if "\x00" in url:
+        raise ArgumentError(f"storage URL {url!r}: contains a NUL character")
+    if "://" not in url:
+        return _file_url(url)
+    scheme, rest = url.split("://", 1)
+    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    if not scheme.replace("+", "").replace("-", "").isalnum():
+        raise ArgumentError(f"storage URL {url!r}: malformed scheme {scheme!r}")
+    if scheme == "file":
+        host, slash, path = rest.partition("/")
+        if host not in ("", "localhost"):
+            raise ArgumentError(
+                f"storage URL {url!r}: file URLs need an absolute path (file:///abs/dir)"
+            )
+        return _file_url(slash + path)
+    if scheme not in _known_schemes():
+        raise ArgumentError(f"storage URL {url!r}: unknown scheme {scheme!r}")
+    if scheme in BUCKET_SCHEMES:
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise ArgumentError(f"storage URL {url!r}: no bucket name")
+        if scheme == "s3" and not _valid_s3_bucket(bucket):
+            raise ArgumentError(f"storage URL {url!r}: {bucket!r} is not a valid bucket name")
+        prefix = prefix.lstrip("/")
+        return f"{scheme}://{bucket}/{prefix.rstrip('/') + '/' if prefix else ''}"
+    return f"{scheme}://{rest.rstrip('/')}/"
+
+
+def _file_url(path: str) -> str:
+    absolute = os.path.abspath(os.path.expanduser(path))
+    return "file://" + (absolute if absolute.endswith("/") else absolute + "/")
+
+
+def _valid_s3_bucket(name: str) -> bool:
+    """Loose check that catches typos but admits legacy names (uppercase, '_', up to 255)."""
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+    return 3 <= len(name) <= 255 and set(name) <= allowed
+
+
+def open_store(
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    profile: str | None = None,
+    region: str | None = None,
+    concurrency: int = 16,
+    backend: str = "auto",
+) -> Store:
+    """Open a storage root. `backend="auto"`: boto3 for s3://, fsspec for everything else.
+
+    `backend="fsspec"` forces fsspec (s3fs for s3://, with listing caches off so that a
+    long-running process never scans stale listings); `backend="s3"` insists on boto3.
+    `endpoint_url`, `profile` and `region` only concern S3 and are ignored otherwise, so
+    one set of settings can serve mixed roots.
+    """
+    if backend not in BACKENDS:
+        raise ArgumentError(f"storage backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    if concurrency < 1:
+        raise ArgumentError(f"concurrency {concurrency}: must be at least 1")
+    normalized = normalize_url(url)
+    scheme = normalized.split("://", 1)[0]
+    if backend == "s3" and scheme != "s3":
+        raise ArgumentError(f"storage URL {url!r}: backend 's3' needs an s3:// URL")
+    if scheme == "s3" and backend in ("auto", "s3"):
+        from governance.storage.s3 import S3Store
+
+        return S3Store(
+            normalized,
+            endpoint_url=endpoint_url,
+            profile=profile,
+            region=region,
+            concurrency=concurrency,
+        )
+    from governance.storage.fs import FsspecStore
+
+    options: dict[str, object] = {}
+    if scheme == "s3":
+        client_kwargs = {"endpoint_url": endpoint_url, "region_name": region}
+        options = {
+            "client_kwargs": {k: v for k, v in client_kwargs.items() if v},
+            "skip_instance_cache": True,
+            "use_listings_cache": False,
+        }
+        if profile:
+            options["profile"] = profile
+    elif scheme not in ("file", "memory"):
+        options = {"skip_instance_cache": True}
+    return FsspecStore(normalized, storage_options=options, concurrency=concurrency)

@@ -1,0 +1,127 @@
+"""Translate backend exceptions (botocore, fsspec built-ins) into the StorageError tree.
+
+One function serves both stores so that an S3 root gives the same error whether it is read
+through boto3 or s3fs. s3fs wraps botocore errors in built-ins (`PermissionError`, ...) and
+keeps the botocore error as `__cause__`, so the chain is searched for the most specific
+cause first.
+"""
+
+from __future__ import annotations
+
+from governance.errors import (
+    AccessDeniedError,
+    BadCredentialsError,
+    NoSuchRootError,
+    StorageError,
+    UnreachableError,
+)
+
+NO_SUCH_ROOT_CODES = frozenset({"NoSuchBucket", "404", "NotFound"})
+ACCESS_DENIED_CODES = frozenset(
+    {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "AccountProblem"}
+)
+BAD_CREDENTIALS_CODES = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidToken",
+        "ExpiredToken",
+        "TokenRefreshRequired",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+    }
+)
+# botocore exceptions (by class name, so this module imports nothing heavy) meaning the
+# credentials could not be found or loaded at all.
+_CREDENTIAL_EXCEPTIONS = frozenset(
+    {
+        "NoCredentialsError",
+        "PartialCredentialsError",
+        "ProfileNotFound",
+        "CredentialRetrievalError",
+        "TokenRetrievalError",
+        "SSOTokenLoadError",
+        "UnauthorizedSSOTokenError",
+    }
+)
+# botocore / aiohttp / urllib3 exception classes meaning the endpoint did not answer.
+_UNREACHABLE_EXCEPTIONS = frozenset(
+    {
+        "ConnectionError",  # botocore.exceptions.ConnectionError: base of endpoint errors
+        "HTTPClientError",  # botocore: read timeouts, closed connections
+        "ClientConnectorError",  # aiohttp (s3fs)
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+    }
+)
+
+
+class KeyNotFoundError(StorageError, FileNotFoundError):
+    """One key is missing (not the whole root): catchable as FileNotFoundError too."""
+
+
+def client_error_code(exc: BaseException) -> tuple[str, str] | None:
+    """(Code, Message) of a botocore ClientError, or None for anything else."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    error = response.get("Error") or {}
+    code = str(error.get("Code") or "")
+    if not code:
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = str(status or "")
+    return code, str(error.get("Message") or "")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts, outermost first, without loops."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _from_one(root: str, exc: BaseException) -> StorageError | None:
+    """The StorageError for one exception of the chain, if it is recognisable."""
+    if isinstance(exc, StorageError):
+        return exc
+    coded = client_error_code(exc)
+    if coded is not None:
+        code, message = coded
+        text = f"{code}: {message}" if message else code
+        if code in NO_SUCH_ROOT_CODES:
+            return NoSuchRootError(root, f"does not exist ({text})")
+        if code in BAD_CREDENTIALS_CODES:
+            return BadCredentialsError(root, f"credentials rejected ({text})")
+        if code in ACCESS_DENIED_CODES:
+            return AccessDeniedError(root, f"access denied ({text})")
+        return StorageError(root, text)
+    names = _class_names(exc)
+    if names & _CREDENTIAL_EXCEPTIONS:
+        return BadCredentialsError(root, f"no usable credentials ({exc})")
+    if names & _UNREACHABLE_EXCEPTIONS or isinstance(exc, TimeoutError):
+        return UnreachableError(root, f"endpoint unreachable ({exc})")
+    return None
+
+
+def translate(root: str, exc: BaseException) -> StorageError:
+    """The most specific StorageError for `exc`, naming `root`. Raise it `from exc`.
+
+    Built-ins are the fallback when no botocore cause is found: FileNotFoundError ->
+    NoSuchRootError, PermissionError -> AccessDeniedError, other OSError -> StorageError.
+    """
+    for link in _chain(exc):
+        found = _from_one(root, link)
+        if found is not None:
+            return found
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return NoSuchRootError(root, f"does not exist ({exc})")
+    if isinstance(exc, PermissionError):
+        return AccessDeniedError(root, f"access denied ({exc})")
+    return StorageError(root, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,403 @@
+"""FsspecStore: a Store over any fsspec filesystem.
+
+Local disk is walked with `os.scandir` directory by directory (fsspec's `find` builds the
+whole listing in memory and its per-file overhead is several times a plain scandir); every
+other protocol streams through `fs.walk`, one directory per listing call.
+Symbolic links are neither followed nor listed: following them could count (and delete)
+the same bytes twice, or escape the root.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from governance.errors import AccessDeniedError, NoSuchRootError, StorageError
+from governance.storage import BUCKET_SCHEMES, WritableStore
+from governance.storage.base import KeyResult, ObjectInfo, ObjectState, Store
+from governance.storage.errors import KeyNotFoundError, translate
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TIME_FIELDS = ("LastModified", "last_modified", "mtime", "modified", "updated", "created")
+_ETAG_FIELDS = ("ETag", "etag", "md5Hash")
+_COPY_CHUNK = 8 * 1024 * 1024
+
+
+class FsspecStore:
+    """A root on any fsspec filesystem (`file://`, `memory://`, `s3://` via s3fs, gs, az...).
+
+    `url` must already be normalized (see `governance.storage.normalize_url`).
+    """
+
+    supports_versioning: bool = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        fs: fsspec.AbstractFileSystem | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        concurrency: int = 16,
+    ) -> None:
+        self.url = url
+        self._protocol = url.split("://", 1)[0]
+        self._fs = fs or fsspec.filesystem(self._protocol, **dict(storage_options or {}))
+        self._local = isinstance(self._fs, LocalFileSystem)
+        self._base = self._fs._strip_protocol(url).rstrip("/") + "/"
+        self._concurrency = concurrency
+        self.supports_storage_classes = self._protocol == "s3"
+
+    def __repr__(self) -> str:
+        return f"FsspecStore({self.url!r})"
+
+    def uri(self, key: str) -> str:
+        """The full URL of a key under this root."""
+        return self.url + key
+
+    def _path(self, key: str) -> str:
+        """The filesystem path of a key; refuses keys that would leave the root.
+
+        On filesystems `..` and a leading '/' change the meaning of a path, so a corrupt
+        or crafted key must never reach `unlink`. (In object stores they are plain bytes.)
+        """
+        if self._protocol not in BUCKET_SCHEMES and (
+            not key or key.startswith("/") or "/../" in f"/{key}/" or "\x00" in key
+        ):
+            raise StorageError(self.url, f"{key!r} is not a key under this root")
+        return self._base + key
+
+    # -- listing -------------------------------------------------------------------------
+
+    def list(self, exclude_prefixes: Sequence[str] = ()) -> Iterator[ObjectInfo]:
+        """Every file under the root, streamed; excluded subtrees are never entered."""
+        excludes = tuple(p for p in exclude_prefixes if p)
+        walker = self._walk_local(excludes) if self._local else self._walk_fsspec(excludes)
+        try:
+            yield from walker
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    def _walk_local(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
+        """Depth-first scandir walk; the per-file work is one lstat and one ObjectInfo."""
+        fromtimestamp = datetime.fromtimestamp
+        utc = UTC
+        info = ObjectInfo
+        stack = [("", self._base)]
+        while stack:
+            rel, directory = stack.pop()
+            relevant = tuple(e for e in excludes if e.startswith(rel)) if excludes else ()
+            try:
+                entries = os.scandir(directory)
+            except FileNotFoundError:
+                if rel:
+                    continue  # removed while we walked: nothing left to list
+                raise NoSuchRootError(self.url, "does not exist") from None
+            except NotADirectoryError:
+                if rel:
+                    continue
+                raise NoSuchRootError(self.url, "is not a directory") from None
+            except PermissionError as exc:
+                raise AccessDeniedError(self.url, f"cannot read {rel or '.'} ({exc})") from exc
+            with entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            sub = rel + entry.name + "/"
+                            if not (relevant and sub.startswith(relevant)):
+                                stack.append((sub, entry.path + "/"))
+                            continue
+                        if not entry.is_file(follow_symlinks=False):
+                            continue  # symlinks, sockets, fifos
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed between readdir and stat
+                    key = rel + entry.name
+                    if relevant and key.startswith(relevant):
+                        continue
+                    yield info(
+                        key,
+                        st.st_size,
+                        fromtimestamp(st.st_mtime, utc),
+                        f"mtime:{st.st_mtime_ns}",
+                    )
+
+    def _walk_fsspec(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
+        """`fs.walk` (one directory at a time) with excluded directories pruned in place."""
+        root_listed = False
+
+        def on_error(exc: OSError) -> None:
+            if isinstance(exc, FileNotFoundError) and root_listed:
+                return  # a directory vanished while we walked
+            raise exc
+
+        try:
+            walk = self._fs.walk(self._base.rstrip("/"), detail=True, on_error=on_error)
+            for dirpath, dirs, files in walk:
+                root_listed = True
+                rel = (dirpath.rstrip("/") + "/")[len(self._base) :]
+                for name in [d for d in dirs if excludes and (rel + d + "/").startswith(excludes)]:
+                    del dirs[name]
+                for name, info in files.items():
+                    key = rel + name
+                    if not name or (excludes and key.startswith(excludes)):
+                        continue
+                    yield self._to_object(key, info)
+        except FileNotFoundError:
+            if root_listed:
+                raise
+            self.check()  # raises unless the root is an empty prefix of an existing bucket
+
+    def _to_object(self, key: str, info: Mapping[str, Any]) -> ObjectInfo:
+        size = int(info.get("size") or 0)
+        modified = _info_time(info)
+        if modified is None:
+            raise StorageError(self.url, f"{key}: the backend reports no modification time")
+        etag = next((str(info[f]).strip('"') for f in _ETAG_FIELDS if info.get(f)), "")
+        if not etag:
+            etag = f"mtime:{(modified - _EPOCH) // timedelta(microseconds=1) * 1000}"
+        storage_class = info.get("StorageClass") if self.supports_storage_classes else None
+        return ObjectInfo(
+            key=key,
+            size=size,
+            last_modified=modified,
+            etag=etag,
+            storage_class=str(storage_class) if storage_class else None,
+            version_id=info.get("VersionId") or None,
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise NoSuchRootError / AccessDeniedError unless the root can be listed."""
+        try:
+            if self._local:
+                self._check_local()
+            elif not self._fs.isdir(self._base):
+                if self._fs.exists(self._base.rstrip("/")):
+                    raise NoSuchRootError(self.url, "is not a directory")
+                if self._protocol not in BUCKET_SCHEMES:
+                    raise NoSuchRootError(self.url, "does not exist")
+                # Object stores have no directories: an empty prefix of a bucket is fine.
+                self._fs.info(self._base.split("/", 1)[0])
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    def _check_local(self) -> None:
+        try:
+            mode = os.stat(self._base.rstrip("/") or "/").st_mode
+        except FileNotFoundError:
+            raise NoSuchRootError(self.url, "does not exist") from None
+        if not stat.S_ISDIR(mode):
+            raise NoSuchRootError(self.url, "is not a directory")
+        with os.scandir(self._base) as entries:  # PermissionError -> AccessDeniedError
+            next(entries, None)
+
+    def read_bytes(self, key: str, max_bytes: int) -> bytes:
+        """At most `max_bytes` of a file; a missing key raises KeyNotFoundError."""
+        if max_bytes <= 0:
+            return b""
+        path = self._path(key)
+        try:
+            if self._local:
+                with open(path, "rb") as handle:
+                    return handle.read(max_bytes)
+            data = self._fs.cat_file(path, start=0, end=max_bytes)
+            return bytes(data)
+        except (FileNotFoundError, IsADirectoryError):
+            raise KeyNotFoundError(self.url, f"{key}: no such key") from None
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    def head(self, keys: Sequence[str]) -> dict[str, ObjectState]:
+        """Current state of each existing file (directories and missing keys are absent)."""
+        if self._local or len(keys) < 2:
+            states = [self._head_one(k) for k in keys]
+        else:
+            with ThreadPoolExecutor(min(self._concurrency, len(keys))) as pool:
+                states = list(pool.map(self._head_one, keys))
+        return {s.key: s for s in states if s is not None}
+
+    def _head_one(self, key: str) -> ObjectState | None:
+        path = self._path(key)
+        try:
+            if self._local:
+                st = os.stat(path, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    return None
+                return ObjectState(
+                    key=key,
+                    size=st.st_size,
+                    etag=f"mtime:{st.st_mtime_ns}",
+                    last_modified=datetime.fromtimestamp(st.st_mtime, UTC),
+                )
+            info = self._fs.info(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+        if info.get("type") != "file":
+            return None
+        obj = self._to_object(key, info)
+        return ObjectState(
+            key=key,
+            size=obj.size,
+            etag=obj.etag,
+            last_modified=obj.last_modified,
+            version_id=obj.version_id,
+            storage_class=obj.storage_class,
+        )
+
+    # -- mutations -----------------------------------------------------------------------
+
+    def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:
+        """Remove files; a missing file counts as deleted (retries are idempotent).
+
+        On local disk, directories left empty by the deletion are removed too (never the
+        root), so a deleted checkpoint does not linger as an empty folder.
+        """
+        results: list[KeyResult] = []
+        emptied: set[str] = set()
+        for key in keys:
+            try:
+                path = self._path(key)
+                if self._local:
+                    os.unlink(path)
+                    emptied.add(os.path.dirname(path))
+                else:
+                    self._fs.rm_file(path)
+            except FileNotFoundError:
+                pass
+            except Exception as exc:
+                results.append(KeyResult(key, False, error=str(translate(self.url, exc))))
+                continue
+            results.append(KeyResult(key, True))
+        self._remove_empty_dirs(emptied)
+        return results
+
+    def _remove_empty_dirs(self, directories: set[str]) -> None:
+        root = self._base.rstrip("/")
+        for directory in sorted(directories, key=len, reverse=True):
+            while directory.startswith(root + "/"):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    break  # not empty (or already gone / not ours to remove)
+                directory = os.path.dirname(directory)
+
+    def copy(
+        self, key: str, dest: Store, dest_key: str, storage_class: str | None = None
+    ) -> KeyResult:
+        """Same-filesystem copy via the filesystem; otherwise stream the bytes across."""
+        if storage_class and not (self.supports_storage_classes and dest.supports_storage_classes):
+            return KeyResult(key, False, error=f"storage classes are not supported by {dest.url}")
+        try:
+            if isinstance(dest, FsspecStore) and self._same_filesystem(dest):
+                self._copy_within(key, dest, dest_key, storage_class)
+            elif isinstance(dest, WritableStore):
+                with self._open(key) as stream:
+                    dest.put_stream(dest_key, stream, storage_class=storage_class)
+            else:
+                return KeyResult(key, False, error=f"cannot write to {dest.url}")
+        except FileNotFoundError:
+            return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
+        except Exception as exc:
+            return KeyResult(key, False, error=str(translate(self.url, exc)))
+        return KeyResult(key, True)
+
+    def _same_filesystem(self, other: FsspecStore) -> bool:
+        if type(self._fs) is not type(other._fs):
+            return False
+        return self._local or self._fs.storage_options == other._fs.storage_options
+
+    def _copy_within(
+        self, key: str, dest: FsspecStore, dest_key: str, storage_class: str | None
+    ) -> None:
+        source, target = self._path(key), dest._path(dest_key)
+        if self._local:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            temporary = _temporary_name(target)
+            try:
+                shutil.copy2(source, temporary)  # keeps mode and times, like S3's COPY
+                os.replace(temporary, target)
+            finally:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+            return
+        extra = {"StorageClass": storage_class} if storage_class else {}
+        self._fs.copy(source, target, **extra)
+
+    def _open(self, key: str) -> IO[bytes]:
+        path = self._path(key)
+        handle: IO[bytes] = open(path, "rb") if self._local else self._fs.open(path, "rb")  # noqa: SIM115
+        return handle
+
+    def put_stream(
+        self,
+        key: str,
+        stream: IO[bytes],
+        storage_class: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write a stream to `key` (local: via a temporary file renamed into place)."""
+        path = self._path(key)
+        if self._local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            temporary = _temporary_name(path)
+            try:
+                with open(temporary, "wb") as handle:
+                    shutil.copyfileobj(stream, handle, _COPY_CHUNK)
+                os.replace(temporary, path)
+            finally:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+            return
+        options: dict[str, Any] = {}
+        if self._protocol == "s3":
+            extra: dict[str, Any] = {}
+            if storage_class:
+                extra["StorageClass"] = storage_class
+            if metadata:
+                extra["Metadata"] = dict(metadata)
+            if extra:
+                options["s3_additional_kwargs"] = extra
+        with self._fs.open(path, "wb", **options) as handle:
+            shutil.copyfileobj(stream, handle, _COPY_CHUNK)
+
+    def abort_upload(self, key: str, upload_id: str) -> KeyResult:
+        """Filesystems have no multipart uploads: always a failed, explained result."""
+        return KeyResult(key, False, error=f"multipart uploads do not exist on {self._protocol}")
+
+
+def _temporary_name(path: str) -> str:
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.govern-{uuid.uuid4().hex[:12]}.tmp")
+
+
+def _info_time(info: Mapping[str, Any]) -> datetime | None:
+    """The modification time of an fsspec info dict, whatever the backend calls it."""
+    for field in _TIME_FIELDS:
+        value = info.get(field)
+        if value is None or value == "":
+            continue
+        if isinstance(value, datetime):
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value, UTC)
+        if isinstance(value, str):
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+    return None

@@ -1,0 +1,308 @@
+"""S3Store: a Store on boto3, with the S3 API limits enforced at this lowest layer.
+
+Listing fans out over prefixes (see `s3_listing`); DeleteObjects goes in batches of at
+most 1,000 keys; copies use boto3's managed copy (multipart above the threshold).
+Retries of throttling and connection errors live in botocore's `standard` mode only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, TYPE_CHECKING, Any, cast
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+
+from governance.errors import (
+    BadCredentialsError,
+    NoSuchRootError,
+    StorageError,
+    UnreachableError,
+)
+from governance.storage import WritableStore
+from governance.storage.base import KeyResult, ObjectInfo, ObjectState, Store
+from governance.storage.errors import KeyNotFoundError, client_error_code, translate
+from governance.storage.s3_listing import ParallelListing, utc
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.type_defs import CopySourceTypeDef
+
+DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
+_MISSING_KEY_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+_FATAL = (BadCredentialsError, UnreachableError, NoSuchRootError)
+
+
+class S3Store:
+    """One `s3://bucket/prefix/` root. `url` must be normalized (see `normalize_url`).
+
+    The timeouts and `max_attempts` exist so that tests and impatient callers can fail fast
+    on an unreachable endpoint; the defaults suit a nightly job.
+    """
+
+    supports_storage_classes: bool = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        profile: str | None = None,
+        region: str | None = None,
+        concurrency: int = 16,
+        max_attempts: int = 5,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        multipart_threshold: int = 256 * 1024 * 1024,
+    ) -> None:
+        self.url = url
+        self.bucket, _, self.prefix = url.split("://", 1)[1].partition("/")
+        self.endpoint_url = endpoint_url
+        self._concurrency = concurrency
+        self._versioning: bool | None = None
+        self._versioning_lock = threading.Lock()
+        transfer_threads = 8
+        self._transfer = TransferConfig(
+            multipart_threshold=multipart_threshold,
+            multipart_chunksize=max(multipart_threshold // 4, 5 * 1024 * 1024),
+            max_concurrency=transfer_threads,
+        )
+        config = Config(
+            retries={"mode": "standard", "max_attempts": max_attempts},
+            max_pool_connections=concurrency + transfer_threads,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        try:
+            session = boto3.session.Session(profile_name=profile, region_name=region)
+            self._client = session.client("s3", endpoint_url=endpoint_url, config=config)
+        except Exception as exc:
+            raise translate(url, exc) from exc
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.url!r}, endpoint_url={self.endpoint_url!r})"
+
+    def uri(self, key: str) -> str:
+        """The full URL of a key under this root."""
+        return self.url + key
+
+    # -- listing -------------------------------------------------------------------------
+
+    def list(self, exclude_prefixes: Sequence[str] = ()) -> Iterator[ObjectInfo]:
+        """Objects then incomplete multipart uploads, streamed from parallel listings."""
+        excludes = tuple(self.prefix + p for p in exclude_prefixes if p)
+        listing = ParallelListing(
+            self._client, self.bucket, self.prefix, excludes, self._concurrency
+        )
+        try:
+            yield from listing
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """One 1-key listing: proves the bucket exists and that we may list it."""
+        try:
+            self._client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    @property
+    def supports_versioning(self) -> bool:
+        """Whether deletes are recoverable (versioning Enabled): asked once, then cached."""
+        return self.versioning_enabled()
+
+    @supports_versioning.setter
+    def supports_versioning(self, value: bool) -> None:
+        self._versioning = value
+
+    def versioning_enabled(self) -> bool:
+        """True when the bucket's versioning is Enabled (not Suspended, not unknown).
+
+        Without permission to ask, assume not: treating deletes as permanent is the safe
+        mistake.
+        """
+        with self._versioning_lock:
+            if self._versioning is None:
+                try:
+                    status = self._client.get_bucket_versioning(Bucket=self.bucket)
+                    self._versioning = status.get("Status") == "Enabled"
+                except Exception as exc:
+                    coded = client_error_code(exc)
+                    if coded is None or coded[0] not in ("AccessDenied", "403"):
+                        raise translate(self.url, exc) from exc
+                    self._versioning = False
+            return self._versioning
+
+    def read_bytes(self, key: str, max_bytes: int) -> bytes:
+        """At most `max_bytes` from the start of an object (one ranged GET)."""
+        if max_bytes <= 0:
+            return b""
+        try:
+            response = self._client.get_object(
+                Bucket=self.bucket, Key=self.prefix + key, Range=f"bytes=0-{max_bytes - 1}"
+            )
+            with response["Body"] as body:
+                data: bytes = body.read()
+            return data[:max_bytes]
+        except Exception as exc:
+            code = (client_error_code(exc) or ("", ""))[0]
+            if code == "InvalidRange":  # a zero-byte object has no byte 0
+                return b""
+            if code in _MISSING_KEY_CODES:
+                raise KeyNotFoundError(self.url, f"{key}: no such key") from exc
+            raise translate(self.url, exc) from exc
+
+    def head(self, keys: Sequence[str]) -> dict[str, ObjectState]:
+        """HEAD each key in parallel; missing keys (and delete markers) are left out."""
+        if not keys:
+            return {}
+        with ThreadPoolExecutor(min(self._concurrency, len(keys))) as pool:
+            states = list(pool.map(self._head_one, keys))
+        return {s.key: s for s in states if s is not None}
+
+    def _head_one(self, key: str) -> ObjectState | None:
+        try:
+            r = self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)
+        except Exception as exc:
+            coded = client_error_code(exc)
+            if coded is not None and coded[0] in _MISSING_KEY_CODES:
+                return None
+            raise translate(self.url, exc) from exc
+        until = r.get("ObjectLockRetainUntilDate")
+        return ObjectState(
+            key=key,
+            size=r["ContentLength"],
+            etag=r.get("ETag", "").strip('"'),
+            last_modified=utc(r["LastModified"]),
+            version_id=r.get("VersionId"),
+            storage_class=r.get("StorageClass") or "STANDARD",
+            lock_mode=r.get("ObjectLockMode"),
+            lock_until=utc(until) if until else None,
+            legal_hold=r.get("ObjectLockLegalHoldStatus") == "ON",
+            metadata=dict(r.get("Metadata") or {}),
+        )
+
+    # -- mutations -----------------------------------------------------------------------
+
+    def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:
+        """DeleteObjects in batches of <= 1,000; one KeyResult per key, in order.
+
+        Per-key `Errors` of a 200 response become failed results ("Code: Message"). A
+        failed request fails its batch; after a credentials, endpoint or bucket failure
+        the remaining batches are not attempted. On a versioned bucket the response is
+        not quiet, so each result carries the delete marker's version id (undo = delete
+        that marker).
+        """
+        try:
+            quiet = not self.versioning_enabled()
+        except StorageError as exc:
+            return [KeyResult(k, False, error=str(exc)) for k in keys]
+        results: list[KeyResult] = []
+        fatal: StorageError | None = None
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start : start + DELETE_BATCH]
+            if fatal is not None:
+                results += [KeyResult(k, False, error=f"not attempted: {fatal}") for k in batch]
+                continue
+            try:
+                response = self._client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": self.prefix + k} for k in batch], "Quiet": quiet},
+                )
+            except Exception as exc:
+                error = translate(self.url, exc)
+                fatal = error if isinstance(error, _FATAL) else None
+                results += [KeyResult(k, False, error=str(error)) for k in batch]
+                continue
+            errors = {
+                e.get("Key", ""): f"{e.get('Code', 'Error')}: {e.get('Message', '')}".rstrip(": ")
+                for e in response.get("Errors", ())
+            }
+            markers = {
+                d.get("Key", ""): d.get("DeleteMarkerVersionId")
+                for d in response.get("Deleted", ())
+            }
+            for k in batch:
+                full = self.prefix + k
+                if full in errors:
+                    results.append(KeyResult(k, False, error=errors[full]))
+                else:
+                    results.append(KeyResult(k, True, version_id=markers.get(full)))
+        return results
+
+    def copy(
+        self, key: str, dest: Store, dest_key: str, storage_class: str | None = None
+    ) -> KeyResult:
+        """Managed server-side copy (multipart above the threshold) keeping metadata and tags.
+
+        Across endpoints the bytes are streamed through this process instead; user
+        metadata is kept, tags are not.
+        """
+        source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": self.prefix + key}
+        try:
+            if isinstance(dest, S3Store) and dest.endpoint_url == self.endpoint_url:
+                extra = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
+                if storage_class:
+                    extra["StorageClass"] = storage_class
+                dest._client.copy(
+                    source,
+                    dest.bucket,
+                    dest.prefix + dest_key,
+                    ExtraArgs=extra,
+                    SourceClient=self._client,
+                    Config=dest._transfer,
+                )
+            elif isinstance(dest, WritableStore):
+                response = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+                with response["Body"] as body:
+                    dest.put_stream(
+                        dest_key, cast(IO[bytes], body), storage_class, response.get("Metadata")
+                    )
+            else:
+                return KeyResult(key, False, error=f"cannot write to {dest.url}")
+        except Exception as exc:
+            coded = client_error_code(exc)
+            if coded is not None and coded[0] in _MISSING_KEY_CODES:
+                return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
+            return KeyResult(key, False, error=str(translate(self.url, exc)))
+        return KeyResult(key, True)
+
+    def put_stream(
+        self,
+        key: str,
+        stream: IO[bytes],
+        storage_class: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """Upload a stream to `key` (the cross-backend end of `copy`)."""
+        extra: dict[str, Any] = {}
+        if storage_class:
+            extra["StorageClass"] = storage_class
+        if metadata:
+            extra["Metadata"] = dict(metadata)
+        try:
+            self._client.upload_fileobj(
+                stream, self.bucket, self.prefix + key, ExtraArgs=extra, Config=self._transfer
+            )
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    def abort_upload(self, key: str, upload_id: str) -> KeyResult:
+        """Abort one multipart upload; one already gone (NoSuchUpload) counts as done."""
+        try:
+            self._client.abort_multipart_upload(
+                Bucket=self.bucket, Key=self.prefix + key, UploadId=upload_id
+            )
+        except Exception as exc:
+            coded = client_error_code(exc)
+            if coded is not None and coded[0] == "NoSuchUpload":
+                return KeyResult(key, True)
+            return KeyResult(key, False, error=str(translate(self.url, exc)))
+        return KeyResult(key, True)

@@ -1,0 +1,184 @@
+"""Parallel, memory-bounded listing of one S3 prefix (and its incomplete uploads).
+
+Pages of one prefix are sequential in ListObjectsV2 (each needs the previous continuation
+token), so parallelism needs split points: list the root level with Delimiter='/', go one
+or two levels deeper while there are fewer prefixes than workers, then list each split
+point flat (no delimiter) in a thread pool. Pages travel to the consumer through a bounded
+queue, so memory stays bounded however large the bucket; when the consumer stops early
+or a worker fails, the other workers stop at their next page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from datetime import UTC, datetime
+from typing import Any
+
+from governance.storage.base import ObjectInfo
+
+SPLIT_LEVELS = 3  # the root plus at most two deeper levels of split-point discovery
+_DONE = object()
+
+Emit = Callable[[list[ObjectInfo]], None]
+"""Hands one page to the consumer; raises _Cancelled once the listing is abandoned."""
+
+
+class _Cancelled(Exception):
+    """Raised inside a worker when the consumer has gone or another worker failed."""
+
+
+def utc(value: datetime) -> datetime:
+    """botocore parses timestamps tz-aware; make sure, and normalise to UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class ParallelListing:
+    """Iterate once over every object and incomplete upload under `prefix`.
+
+    Keys are made relative to `prefix`; keys starting with any of `excludes` (absolute
+    key prefixes) are left out, and excluded common prefixes are never listed. Errors are
+    raised as the botocore exceptions they are: the store translates them.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        prefix: str,
+        excludes: tuple[str, ...],
+        concurrency: int,
+    ) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._prefix = prefix
+        self._excludes = excludes
+        self._concurrency = concurrency
+        self._results: queue.Queue[Any] = queue.Queue(maxsize=concurrency * 4)
+        self._abort = threading.Event()  # workers stop producing
+        self._consumer_gone = threading.Event()
+
+    def __iter__(self) -> Iterator[ObjectInfo]:
+        coordinator = threading.Thread(
+            target=self._produce, name=f"govern-list-{self._bucket}", daemon=True
+        )
+        coordinator.start()
+        try:
+            while True:
+                item = self._results.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield from item
+        finally:
+            self._abort.set()
+            self._consumer_gone.set()
+            while coordinator.is_alive():  # unblock workers waiting on a full queue
+                with contextlib.suppress(queue.Empty):
+                    self._results.get(timeout=0.05)
+
+    def _emit(self, page: list[ObjectInfo]) -> None:
+        while not self._abort.is_set():
+            try:
+                self._results.put(page, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise _Cancelled
+
+    def _produce(self) -> None:
+        """Coordinator thread: run the fan-out, then hand over DONE or the first error."""
+        final: object = _DONE
+        with ThreadPoolExecutor(self._concurrency, thread_name_prefix="govern-s3") as pool:
+            try:
+                self._fan_out(pool)
+            except _Cancelled:
+                return
+            except Exception as exc:
+                self._abort.set()  # stop the other workers before the pool waits for them
+                final = exc
+        while not self._consumer_gone.is_set():
+            try:
+                self._results.put(final, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _fan_out(self, pool: ThreadPoolExecutor) -> None:
+        """Expand split points level by level while they are fewer than the workers."""
+        frontier = [self._prefix]
+        for level in range(SPLIT_LEVELS):
+            if not frontier or (level and len(frontier) >= 2 * self._concurrency):
+                break
+            deeper: list[str] = []
+            for found in pool.map(self._list_level, frontier):
+                deeper.extend(found)
+            frontier = deeper
+        futures = [pool.submit(self._list_flat, p) for p in frontier]
+        futures.append(pool.submit(self._list_uploads))
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in done:
+            error = future.exception()
+            if error is not None:
+                raise error
+
+    def _list_level(self, prefix: str) -> list[str]:
+        """List one level under `prefix` (Delimiter='/'): emit its keys, return sub-prefixes."""
+        found: list[str] = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix, Delimiter="/"):
+            self._emit(self._objects(page.get("Contents", ())))
+            for common in page.get("CommonPrefixes", ()):
+                sub = common["Prefix"]
+                if not (self._excludes and sub.startswith(self._excludes)):
+                    found.append(sub)
+        return found
+
+    def _list_flat(self, prefix: str) -> None:
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
+            self._emit(self._objects(page.get("Contents", ())))
+
+    def _list_uploads(self) -> None:
+        """Incomplete multipart uploads: residue that costs storage but lists as no object."""
+        paginator = self._client.get_paginator("list_multipart_uploads")
+        cut, excludes = len(self._prefix), self._excludes
+        for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix):
+            self._emit(
+                [
+                    ObjectInfo(
+                        key=upload["Key"][cut:],
+                        size=0,
+                        last_modified=utc(upload["Initiated"]),
+                        etag="",
+                        storage_class=upload.get("StorageClass") or "STANDARD",
+                        upload_id=upload["UploadId"],
+                    )
+                    for upload in page.get("Uploads", ())
+                    if not (excludes and upload["Key"].startswith(excludes))
+                ]
+            )
+
+    def _objects(self, contents: Sequence[Mapping[str, Any]]) -> list[ObjectInfo]:
+        cut, excludes = len(self._prefix), self._excludes
+        out: list[ObjectInfo] = []
+        for item in contents:
+            key = item["Key"]
+            if len(key) == cut or (excludes and key.startswith(excludes)):
+                continue  # the root's own folder marker, or excluded
+            algorithms = item.get("ChecksumAlgorithm")
+            out.append(
+                ObjectInfo(
+                    key=key[cut:],
+                    size=item["Size"],
+                    last_modified=utc(item["LastModified"]),
+                    etag=item.get("ETag", "").strip('"'),
+                    storage_class=item.get("StorageClass") or "STANDARD",
+                    checksum_algorithm=algorithms[0] if algorithms else None,
+                )
+            )
+        return out

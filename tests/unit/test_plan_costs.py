@@ -1,0 +1,90 @@
+"""The cost model: prices per GiB-month, early deletion, request costs, plan totals."""
+
+from __future__ import annotations
+
+import pytest
+
+from governance.model.types import Kind
+from governance.plan.costs import GB, early_charge_usd, monthly_usd
+from governance.plan.types import ObjectRef
+from tests.unit.plan_factories import (
+    AS_OF,
+    GiB,
+    MiB,
+    actions_for,
+    ago,
+    group,
+    make_plan,
+    policy,
+    single,
+)
+
+EXPIRE_ALL = """
+protect: {min_age: 1d}
+rules:
+  - name: old
+    select: {older_than: 2d}
+    expire: {after: 2d}
+"""
+
+
+def _ref(size: int, storage_class: str | None, age_days: float) -> ObjectRef:
+    return ObjectRef("s3://b/k", "k", size, '"e"', ago(age_days), storage_class)
+
+
+def test_gb_is_a_gib() -> None:
+    assert GB == 2**30
+    pol = policy(EXPIRE_ALL)
+    assert monthly_usd([_ref(GiB, None, 1)], pol) == pytest.approx(0.023)
+    assert monthly_usd([_ref(GiB, None, 1)], pol, "DEEP_ARCHIVE") == pytest.approx(0.00099)
+
+
+def test_policy_pricing_overrides_builtin() -> None:
+    pol = policy(EXPIRE_ALL + "pricing: {STANDARD: 0.02}\n")
+    assert monthly_usd([_ref(2 * GiB, "STANDARD", 1)], pol) == pytest.approx(0.04)
+
+
+@pytest.mark.parametrize(
+    ("cls", "age", "expected"),
+    [
+        ("STANDARD", 1, 0.0),
+        ("STANDARD_IA", 10, 0.0125 * 20 / 30),
+        ("STANDARD_IA", 31, 0.0),
+        ("GLACIER_IR", 30, 0.004 * 60 / 30),
+        ("DEEP_ARCHIVE", 0, 0.00099 * 180 / 30),
+    ],
+)
+def test_early_charge_is_remaining_minimum_days(cls: str, age: float, expected: float) -> None:
+    assert early_charge_usd(_ref(GiB, cls, age), policy(EXPIRE_ALL), AS_OF) == pytest.approx(
+        expected
+    )
+
+
+def test_delete_action_carries_early_charge_and_costs() -> None:
+    art = single("data/x.bin", Kind.DATASET, GiB, 10, storage_class="STANDARD_IA")
+    plan = make_plan([group(None, [art])], policy(EXPIRE_ALL))
+    [a] = actions_for(plan, art.key)
+    assert a.early_deletion_usd == pytest.approx(0.0125 * 20 / 30)
+    assert a.monthly_cost_before_usd == pytest.approx(0.0125)
+    assert a.monthly_cost_after_usd == 0.0
+    assert plan.summary.early_deletion_usd == pytest.approx(a.early_deletion_usd)
+    assert plan.summary.by_rule["old"].bytes_deleted == GiB
+
+
+def test_transition_request_cost_per_thousand() -> None:
+    pol = policy(
+        """
+protect: {min_age: 1d}
+rules:
+  - name: logs
+    select: {kind: log}
+    transition: [{after: 1d, storage_class: GLACIER}]
+"""
+    )
+    logs = [single(f"logs/{i}.log", Kind.LOG, MiB, 5) for i in range(4)]
+    plan = make_plan([group(None, logs)], pol)
+    assert len(plan.actions) == 4
+    assert plan.actions[0].request_cost_usd == pytest.approx(0.03 / 1000)
+    assert plan.summary.request_cost_usd == pytest.approx(4 * 0.03 / 1000)
+    assert plan.summary.monthly_cost_after_usd == pytest.approx(4 * MiB / GiB * 0.0036)
+    assert plan.summary.bytes_transitioned == 4 * MiB

@@ -1,0 +1,86 @@
+"""explain(): the planner's own decision for one artifact, with the rules and tiers considered."""
+
+from __future__ import annotations
+
+import pytest
+
+from governance.errors import ArgumentError
+from governance.model.types import Group, Kind, RunStatus
+from governance.plan.explain import explain
+from tests.unit.plan_factories import (
+    AS_OF,
+    ROOT,
+    checkpoint,
+    example_policy,
+    group,
+    make_plan,
+    single,
+    snapshot,
+)
+
+R = "runs/a/"
+
+
+def _groups() -> list[Group]:
+    ckpts = [checkpoint(R, s, 40 - s / 1000) for s in range(1000, 21000, 1000)]
+    ckpts[3].metrics["eval_loss"] = 0.1
+    log = single(R + "logs/x.log", Kind.LOG, age_days=70, run_key=R)
+    return [group("a", [*ckpts, log], RunStatus.COMPLETED)]
+
+
+def test_explain_deleted_checkpoint_by_object_uri() -> None:
+    e = explain(
+        [snapshot(_groups())], example_policy(), AS_OF, ROOT + R + "checkpoint-2000/optimizer.pt"
+    )
+    assert e.uri == ROOT + R + "checkpoint-2000/"
+    assert (e.kind, e.run, e.run_status, e.step, e.complete) == (
+        "checkpoint",
+        "a",
+        "completed",
+        2000,
+        True,
+    )
+    assert e.rule == "checkpoints"
+    assert e.decision == "delete"
+    assert e.rules_considered[0] == (
+        "failed-runs",
+        "not matched: run status is completed, not failed/abandoned",
+    )
+    assert e.rules_considered[2][1].startswith("matched")
+    assert e.rules_considered[3] == ("logs", "not reached: an earlier rule owns it")
+    assert [t for t, _ in e.tiers] == ["recent", "mid-term", "long-term"]
+    assert all(why.startswith("not selected") for _, why in e.tiers)
+    assert "not kept by any tier" in e.reason
+
+
+def test_explain_agrees_with_the_plan() -> None:
+    pol = example_policy()
+    plan = make_plan(_groups(), pol)
+    for a in plan.actions:
+        e = explain([snapshot(_groups())], pol, AS_OF, a.artifact.uri)
+        assert a.action.value in e.decision
+    for k in plan.kept:
+        e = explain([snapshot(_groups())], pol, AS_OF, k.artifact.uri)
+        assert e.reason == k.reason or e.decision.startswith(("strip", "archive"))
+
+
+def test_explain_kept_best_and_artifact_uri_without_slash() -> None:
+    e = explain([snapshot(_groups())], example_policy(), AS_OF, ROOT + R + "checkpoint-4000")
+    assert e.decision == "strip + archive"
+    assert ("long-term", "selected: step 4000 has the best eval_loss (0.1, min)") in e.tiers
+
+
+def test_explain_unknown_uri() -> None:
+    with pytest.raises(ArgumentError, match="no artifact"):
+        explain([snapshot(_groups())], example_policy(), AS_OF, ROOT + "nope/")
+    with pytest.raises(ArgumentError):
+        explain([snapshot(_groups())], example_policy(), AS_OF, "s3://elsewhere/x")
+
+
+def test_explain_protected() -> None:
+    rel = single("releases/v1/model.safetensors", Kind.WEIGHTS, age_days=100)
+    e = explain([snapshot([group(None, [rel])])], example_policy(), AS_OF, ROOT + rel.key)
+    assert e.protected_by == "under protected path s3://ml-artifacts/releases/**"
+    assert e.decision == "kept (protected)"
+    assert e.run is None
+    assert e.run_status is None

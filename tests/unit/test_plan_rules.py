@@ -1,0 +1,446 @@
+"""build_plan: protections, rule ownership, expire, transitions, strip, archive, otherwise."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from governance.model.types import Component, Kind, RunStatus
+from governance.plan.types import ActionType, KeptHow, PlanStatus
+from tests.unit.plan_factories import (
+    AS_OF,
+    KiB,
+    MiB,
+    actions_for,
+    checkpoint,
+    example_policy,
+    group,
+    kept_for,
+    kinds,
+    make_plan,
+    policy,
+    single,
+    snapshot,
+    upload,
+)
+
+R = "runs/a/"
+
+KEEP_LAST_1 = """
+protect: {min_age: 1d}
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers: [{name: recent, keep_last: 1}]
+    otherwise: delete
+"""
+
+
+# ----------------------------------------------------------------------------- protections
+
+
+def test_min_age_protects_but_still_counts_for_tiers() -> None:
+    """The newest checkpoint is inside the grace period: it takes the keep_last slot."""
+    young = checkpoint(R, 300, age_days=0.5)
+    older = checkpoint(R, 200, age_days=5)
+    plan = make_plan([group("a", [older, young], RunStatus.RUNNING)], policy(KEEP_LAST_1))
+    kept = kept_for(plan, young.key)
+    assert kept is not None
+    assert kept.how is KeptHow.PROTECTED
+    assert "min_age" in kept.reason
+    assert actions_for(plan, young.key) == []
+    assert kinds(plan, older.key) == ["delete"]
+
+
+@pytest.mark.parametrize(
+    ("tags", "protected"),
+    [({"retain": "true"}, True), ({"retain": "false"}, False), ({"legal-hold": "case-7"}, True)],
+)
+def test_protect_tags(tags: dict[str, str], protected: bool) -> None:
+    pol = policy(
+        """
+protect: {min_age: 1d, tags: {retain: "true", legal-hold: "*"}}
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers: [{name: recent, keep_last: 1}]
+    otherwise: delete
+"""
+    )
+    target = checkpoint(R, 100, age_days=5, tags=tags)
+    newest = checkpoint(R, 200, age_days=4)
+    plan = make_plan([group("a", [target, newest])], pol)
+    kept = kept_for(plan, target.key)
+    if protected:
+        assert kept is not None
+        assert kept.how is KeptHow.PROTECTED
+        assert "tag" in kept.reason
+        assert actions_for(plan, target.key) == []
+    else:
+        assert kinds(plan, target.key) == ["delete"]
+
+
+def test_protect_paths_double_star_crosses_folders_single_does_not() -> None:
+    pol = policy(
+        """
+protect: {min_age: 1d, paths: ["s3://ml-artifacts/releases/**", "s3://ml-artifacts/pinned/*"]}
+rules:
+  - name: old
+    select: {older_than: 2d}
+    expire: {after: 2d}
+"""
+    )
+    deep = single("releases/v1/sub/model.safetensors", Kind.WEIGHTS)
+    pinned = single("pinned/model.safetensors", Kind.WEIGHTS)
+    nested = single("pinned/x/model.safetensors", Kind.WEIGHTS)
+    plan = make_plan([group(None, [deep, pinned, nested])], pol)
+    assert kept_for(plan, deep.key) is not None
+    assert kept_for(plan, pinned.key) is not None
+    assert kinds(plan, nested.key) == ["delete"]
+
+
+def test_protect_run_status_skips_expire_but_tiers_still_thin() -> None:
+    pol = example_policy()
+    stale_tmp = single(R + "tmp-checkpoint-5/x.bin", Kind.RESIDUE, age_days=10, run_key=R)
+    log = single(R + "logs/a.log", Kind.LOG, 1 * MiB, age_days=100, run_key=R)
+    ckpts = [checkpoint(R, s, age_days=50 - s / 1000) for s in range(1000, 8000, 1000)]
+    plan = make_plan([group("a", [stale_tmp, log, *ckpts], RunStatus.RUNNING)], pol)
+    assert actions_for(plan, stale_tmp.key) == []
+    assert actions_for(plan, log.key) == []
+    kept = kept_for(plan, stale_tmp.key)
+    assert kept is not None
+    assert kept.how is KeptHow.PROTECTED
+    assert "protect.run_status" in kept.reason
+    assert any(a.rule == "checkpoints" for a in plan.actions)  # tiers still apply
+
+
+def test_incomplete_checkpoint_is_in_flight() -> None:
+    pol = policy(KEEP_LAST_1.replace("min_age: 1d", "min_age: 1h"))
+    flying = checkpoint(R, 900, age_days=0.5, complete=False)
+    done = checkpoint(R, 800, age_days=2)
+    plan = make_plan([group("a", [flying, done], RunStatus.RUNNING)], pol)
+    kept = kept_for(plan, flying.key)
+    assert kept is not None
+    assert kept.how is KeptHow.IN_FLIGHT
+    done_kept = kept_for(plan, done.key)
+    assert done_kept is not None
+    assert done_kept.tier == "recent"
+
+
+# ----------------------------------------------------------------------------- expire
+
+
+def test_expire_counts_from_run_last_write_when_selecting_by_run_status() -> None:
+    pol = example_policy()
+    # artifacts written 20 days ago, but the run last wrote 10 days ago: not yet 14d
+    a1 = single(R + "events.log", Kind.LOG, age_days=20, run_key=R)
+    g = group("a", [a1], RunStatus.FAILED, last_write_days=10)
+    assert make_plan([g], pol).actions == []
+    g = group("a", [a1], RunStatus.FAILED, last_write_days=15)
+    plan = make_plan([g], pol)
+    assert kinds(plan, a1.key) == ["delete"]
+    reason = actions_for(plan, a1.key)[0].reason
+    assert reason.startswith("expired: run a (failed) last written 15 days ago")
+    assert "failed-runs expires after 14d" in reason
+
+
+def test_expire_counts_from_artifact_age_otherwise() -> None:
+    pol = example_policy()
+    old = single(R + "tmp-checkpoint-1/a.bin", Kind.RESIDUE, age_days=40, run_key=R)
+    new = single(R + "tmp-checkpoint-2/a.bin", Kind.RESIDUE, age_days=1.5, run_key=R)
+    # the run wrote yesterday; residue age is what counts
+    plan = make_plan([group("a", [old, new], RunStatus.COMPLETED, last_write_days=1)], pol)
+    assert kinds(plan, old.key) == ["delete"]
+    assert actions_for(plan, old.key)[0].reason == (
+        "expired: last written 40 days ago, rule residue expires after 2d"
+    )
+    assert actions_for(plan, new.key) == []
+
+
+def test_stale_multipart_upload_is_aborted() -> None:
+    up = upload(R + "big.bin", age_days=5)
+    plan = make_plan([group("a", [up])], example_policy())
+    [action] = actions_for(plan, up.key)
+    assert action.action is ActionType.ABORT_UPLOAD
+    assert action.objects[0].upload_id == up.members[0].obj.upload_id
+    assert action.destructive
+
+
+def test_first_matching_rule_owns_the_artifact() -> None:
+    """A failed run's checkpoints expire with it (failed-runs comes before checkpoints)."""
+    ckpts = [checkpoint(R, s, age_days=30) for s in (100, 200, 300)]
+    plan = make_plan([group("a", ckpts, RunStatus.FAILED, last_write_days=30)], example_policy())
+    assert {a.rule for a in plan.actions} == {"failed-runs"}
+    assert len(plan.actions) == 3  # invariant 1 does not hold for failed runs
+
+
+def test_selector_attributes_run_glob_and_sizes() -> None:
+    pol = policy(
+        """
+layout: {runs: ["{team}/runs/{run}/"]}
+protect: {min_age: 1d}
+rules:
+  - name: nlp-big-logs
+    select: {team: "nl*", run: "exp-*", kind: log, min_size: 1MiB, max_size: 10MiB}
+    expire: {after: 7d}
+"""
+    )
+    a = single("nlp/runs/exp-1/a.log", Kind.LOG, 2 * MiB, 30)
+    small = single("nlp/runs/exp-1/b.log", Kind.LOG, 10 * KiB, 30)
+    g1 = group("exp-1", [a, small], attributes={"team": "nlp"}, key="nlp/runs/exp-1/")
+    other = single("cv/runs/exp-2/a.log", Kind.LOG, 2 * MiB, 30)
+    g2 = group("exp-2", [other], attributes={"team": "cv"}, key="cv/runs/exp-2/")
+    plan = make_plan([g1, g2], pol)
+    assert [a.artifact.uri for a in plan.actions] == ["s3://ml-artifacts/nlp/runs/exp-1/a.log"]
+
+
+# ----------------------------------------------------------------------------- transitions
+
+LOGS = """
+protect: {min_age: 1d}
+rules:
+  - name: logs
+    select: {kind: log}
+    transition:
+      - {after: 14d, storage_class: STANDARD_IA}
+      - {after: 60d, storage_class: GLACIER_IR}
+    expire: {after: 365d}
+"""
+
+
+@pytest.mark.parametrize(
+    ("age", "current", "expected"),
+    [
+        (10, None, None),
+        (20, None, "STANDARD_IA"),
+        (70, None, "GLACIER_IR"),
+        (70, "STANDARD_IA", "GLACIER_IR"),
+        (70, "GLACIER_IR", None),  # already there
+        (70, "DEEP_ARCHIVE", None),  # colder: never up the waterfall
+    ],
+)
+def test_transition_ladder(age: int, current: str | None, expected: str | None) -> None:
+    log = single("logs/a.log", Kind.LOG, 1 * MiB, age, storage_class=current)
+    plan = make_plan([group(None, [log])], policy(LOGS))
+    actions = actions_for(plan, log.key)
+    if expected is None:
+        assert actions == []
+    else:
+        [a] = actions
+        assert a.action is ActionType.TRANSITION
+        assert a.storage_class == expected
+        assert not a.destructive
+        assert a.reason.startswith(f"transition to {expected}: {age} days old")
+
+
+def test_expire_wins_over_transition_once_due() -> None:
+    log = single("logs/a.log", Kind.LOG, 1 * MiB, 400, storage_class="GLACIER_IR")
+    plan = make_plan([group(None, [log])], policy(LOGS))
+    assert kinds(plan, log.key) == ["delete"]
+
+
+def test_small_objects_are_not_transitioned_and_the_reason_says_so() -> None:
+    small = single("logs/small.log", Kind.LOG, 100 * KiB, 20)
+    plan = make_plan([group(None, [small])], policy(LOGS))
+    assert plan.actions == []
+    files = [
+        ("a.log", Component.OTHER, 100 * KiB),
+        ("b.log", Component.OTHER, 200 * KiB),
+    ]
+    art = checkpoint("logs/", None, 20, files=files, name="mixed")
+    art.kind = Kind.LOG
+    plan = make_plan([group(None, [art])], policy(LOGS))
+    [a] = actions_for(plan, art.key)
+    assert [o.key for o in a.objects] == ["logs/mixed/b.log"]
+    assert "1 object(s) under 128 KiB stay" in a.reason
+
+
+def test_transitions_not_applicable_on_filesystems() -> None:
+    log = single("logs/a.log", Kind.LOG, 1 * MiB, 70)
+    root = snapshot([group(None, [log])], url="file:///data/", classes=False)
+    plan = make_plan([root], policy(LOGS, storage="/data/"))
+    assert plan.actions == []
+    assert len(plan.notes) == 1
+    assert "file:///data/" in plan.notes[0]
+    assert "not applicable" in plan.notes[0]
+
+
+# ----------------------------------------------------------------------------- tiers: how kept
+
+STRIP_ARCHIVE = """
+protect: {min_age: 1d}
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - name: recent
+        keep_last: 1
+      - name: long-term
+        keep: [best]
+        best_metric: {name: eval_loss, mode: min}
+        keep_components: [weights, metadata]
+        archive: ARCHIVE
+    otherwise: OTHERWISE
+"""
+
+
+def _strip_archive(
+    archive: str = "{storage_class: DEEP_ARCHIVE}", otherwise: str = "delete"
+) -> str:
+    return STRIP_ARCHIVE.replace("ARCHIVE\n", archive + "\n", 1).replace("OTHERWISE", otherwise)
+
+
+def test_strip_and_archive_by_class() -> None:
+    best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1})
+    last = checkpoint(R, 300, 10, metrics={"eval_loss": 0.9})
+    plan = make_plan([group("a", [best, last])], policy(_strip_archive()))
+    strip, archive = actions_for(plan, best.key)
+    assert strip.action is ActionType.STRIP
+    assert {o.key.rsplit("/", 1)[1] for o in strip.objects} == {
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
+    }
+    assert "optimizer, scheduler, rng dropped" in strip.reason
+    assert archive.action is ActionType.ARCHIVE
+    assert archive.storage_class == "DEEP_ARCHIVE"
+    assert archive.destructive
+    assert [o.key.rsplit("/", 1)[1] for o in archive.objects] == ["model.safetensors"]
+    kept = kept_for(plan, best.key)
+    assert kept is not None
+    assert kept.how is KeptHow.ARCHIVED
+    assert kept.tier == "long-term"
+    assert strip.id < archive.id
+    assert plan.status is PlanStatus.PENDING_APPROVAL
+
+
+def test_archive_by_url_copies_then_removes() -> None:
+    best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1})
+    last = checkpoint(R, 300, 10)
+    pol = policy(_strip_archive("{url: s3://cold-archive/}"))
+    plan = make_plan([group("a", [best, last])], pol)
+    _strip, archive = actions_for(plan, best.key)
+    assert archive.dest_url == "s3://cold-archive/" + best.key
+    assert {o.key.rsplit("/", 1)[1] for o in archive.objects} == {
+        "model.safetensors",
+        "trainer_state.json",
+    }
+    assert plan.summary.bytes_archived == archive.bytes
+
+
+def test_archive_by_class_not_applicable_on_filesystem_but_by_url_is() -> None:
+    best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1})
+    last = checkpoint(R, 300, 10)
+    root = snapshot([group("a", [best, last])], url="file:///data/", classes=False)
+    plan = make_plan([root], policy(_strip_archive(), storage="/data/"))
+    assert kinds(plan, best.key, "file:///data/") == ["strip"]
+    kept = kept_for(plan, best.key, "file:///data/")
+    assert kept is not None
+    assert kept.how is KeptHow.STRIPPED
+    assert "not applicable" in kept.reason
+    assert plan.notes
+    pol = policy(_strip_archive("{url: /cold/}"), storage="/data/")
+    plan = make_plan(
+        [snapshot([group("a", [best, last])], url="file:///data/", classes=False)], pol
+    )
+    assert kinds(plan, best.key, "file:///data/") == ["strip", "archive"]
+
+
+def test_not_strippable_is_kept_whole_and_says_so() -> None:
+    best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1}, strippable=False)
+    last = checkpoint(R, 300, 10)
+    plan = make_plan([group("a", [best, last])], policy(_strip_archive()))
+    assert kinds(plan, best.key) == ["archive"]
+    kept = kept_for(plan, best.key)
+    assert kept is not None
+    assert "cannot be stripped" in kept.reason
+    [archive] = actions_for(plan, best.key)
+    assert len(archive.objects) == 4  # everything but the 2 KiB metadata file
+
+
+@pytest.mark.parametrize("otherwise", ["delete", "keep"])
+def test_otherwise(otherwise: str) -> None:
+    middle = checkpoint(R, 200, 15)
+    ckpts = [checkpoint(R, 100, 20, metrics={"eval_loss": 0.1}), middle, checkpoint(R, 300, 10)]
+    plan = make_plan([group("a", ckpts)], policy(_strip_archive(otherwise=otherwise)))
+    if otherwise == "delete":
+        [a] = actions_for(plan, middle.key)
+        assert a.action is ActionType.DELETE
+        assert a.rule == "checkpoints"
+        assert a.tier is None
+        assert "not kept by any tier" in a.reason
+        assert kept_for(plan, middle.key) is None
+    else:
+        assert actions_for(plan, middle.key) == []
+        kept = kept_for(plan, middle.key)
+        assert kept is not None
+        assert kept.how is KeptHow.RULE_KEEPS
+
+
+def test_first_selecting_tier_decides_how() -> None:
+    """The best is also the newest: `recent` (first) keeps it whole; nothing is stripped."""
+    best = checkpoint(R, 300, 10, metrics={"eval_loss": 0.1})
+    plan = make_plan([group("a", [checkpoint(R, 100, 20), best])], policy(_strip_archive()))
+    assert actions_for(plan, best.key) == []
+    kept = kept_for(plan, best.key)
+    assert kept is not None
+    assert kept.how is KeptHow.WHOLE
+    assert kept.tier == "recent"
+
+
+def test_invariant_1_guard_overrides_policy() -> None:
+    pol = policy(
+        """
+protect: {min_age: 1d}
+rules:
+  - name: old-checkpoints
+    select: {kind: checkpoint}
+    expire: {after: 7d}
+"""
+    )
+    ckpts = [checkpoint(R, s, 30) for s in (1, 2, 3)]
+    plan = make_plan([group("a", ckpts, RunStatus.COMPLETED)], pol)
+    assert kinds(plan, ckpts[2].key) == []
+    kept = kept_for(plan, ckpts[2].key)
+    assert kept is not None
+    assert kept.reason.startswith("invariant 1:")
+    assert kinds(plan, ckpts[0].key) == ["delete"]
+
+
+def test_ids_are_canonical_and_status_approved_without_destructive_actions() -> None:
+    logs = [single(f"logs/{c}.log", Kind.LOG, 1 * MiB, 20) for c in "ba"]
+    plan = make_plan([group(None, logs)], policy(LOGS))
+    assert [a.id for a in plan.actions] == [1, 2]
+    assert [a.artifact.uri for a in plan.actions] == sorted(a.artifact.uri for a in plan.actions)
+    assert plan.status is PlanStatus.APPROVED
+    assert plan.as_of == AS_OF
+    assert plan.scans == {"s3://ml-artifacts/": 1}
+
+
+def test_object_lock_hook() -> None:
+    """The catalog has no lock fields yet; the hook reads them when a later version adds them."""
+    from types import SimpleNamespace
+
+    from governance.plan.protect import lock_reason
+
+    held = SimpleNamespace(key="k", legal_hold=True)
+    locked = SimpleNamespace(key="k", retain_until=AS_OF + timedelta(days=1))
+    expired = SimpleNamespace(key="k", retain_until=AS_OF - timedelta(days=1))
+    assert lock_reason(held, AS_OF) == "legal hold on k"  # type: ignore[arg-type]
+    assert (lock_reason(locked, AS_OF) or "").startswith("object lock on k until")  # type: ignore[arg-type]
+    assert lock_reason(expired, AS_OF) is None  # type: ignore[arg-type]
+    assert lock_reason(single("a", Kind.LOG).members[0].obj, AS_OF) is None
+
+
+def test_artifacts_no_rule_matches_are_not_listed_unless_checkpoints() -> None:
+    pol = policy(LOGS)
+    data = single("data/x.bin", Kind.DATASET, 1 * MiB, 100)
+    ckpt = checkpoint("runs/a/", 1, 100)
+    plan = make_plan([group(None, [data]), group("a", [ckpt])], pol)
+    assert plan.actions == []
+    assert kept_for(plan, data.key) is None
+    kept = kept_for(plan, ckpt.key)
+    assert kept is not None
+    assert kept.how is KeptHow.NO_RULE
+    assert kept.reason == "no rule matches"

@@ -1,0 +1,116 @@
+"""Each tier kind on its own (governance.plan.tiers.select)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from governance.model.types import Artifact, RunStatus
+from governance.plan.tiers import newest, select
+from governance.policy.models import Tier
+from tests.unit.plan_factories import AS_OF, checkpoint, run
+
+R = "runs/a/"
+
+
+def _kept(
+    tier: Tier, ckpts: list[Artifact], status: RunStatus = RunStatus.COMPLETED
+) -> set[int | None]:
+    outcome = select([tier], ckpts, run("a", status, artifacts=ckpts), AS_OF)
+    by_key = {c.key: c for c in ckpts}
+    return {by_key[k].step for k in outcome.picks}
+
+
+def test_keep_last_takes_highest_steps_not_newest_writes() -> None:
+    ckpts = [checkpoint(R, s, age) for s, age in ((100, 1), (300, 9), (200, 5), (400, 20))]
+    assert _kept(Tier(name="t", keep_last=2), ckpts) == {400, 300}
+
+
+def test_max_age_limits_what_a_tier_sees() -> None:
+    ckpts = [checkpoint(R, s, age) for s, age in ((100, 1), (300, 9), (200, 5), (400, 40))]
+    tier = Tier(name="t", keep_last=2, max_age=timedelta(days=30))
+    assert _kept(tier, ckpts) == {300, 200}
+
+
+def test_keep_every_steps_keeps_highest_in_each_bucket() -> None:
+    ckpts = [checkpoint(R, s) for s in (0, 4000, 4999, 5000, 9000, 12000)]
+    outcome = select([Tier(name="mid", keep_every_steps=5000)], ckpts, None, AS_OF)
+    steps = {c.step: c.key for c in ckpts}
+    assert set(outcome.picks) == {steps[4999], steps[9000], steps[12000]}
+    assert outcome.picks[steps[4999]][0][1] == "step 4999 is kept as the newest in bucket 0-4999"
+
+
+def test_keep_daily_restic_semantics() -> None:
+    """The newest in each of the N most recent days that have a checkpoint (gaps skipped)."""
+    # AS_OF is 2026-11-30 02:15 UTC: 2h ago is Nov 30; 3h and 26h ago are Nov 29; 27h ago
+    # is Nov 28; then Nov 25 and Nov 21. Three days kept: Nov 30, Nov 29 (3h), Nov 28.
+    hours = [2, 3, 26, 27, 24 * 5, 24 * 9]
+    ckpts = [checkpoint(R, i, h / 24) for i, h in enumerate(hours)]
+    assert _kept(Tier(name="d", keep_daily=3), ckpts) == {0, 1, 3}
+
+
+def test_keep_weekly_uses_iso_weeks() -> None:
+    ckpts = [checkpoint(R, i, d) for i, d in enumerate((1, 2, 8, 9, 40))]
+    weeks: dict[tuple[int, int], list[Artifact]] = {}
+    for c in ckpts:
+        iso = c.last_modified.isocalendar()
+        weeks.setdefault((iso[0], iso[1]), []).append(c)
+    recent = sorted(weeks, reverse=True)[:2]
+    expected = {max(weeks[w], key=lambda c: c.last_modified).step for w in recent}
+    assert _kept(Tier(name="w", keep_weekly=2), ckpts) == expected
+
+
+def test_final_only_for_completed_runs() -> None:
+    ckpts = [checkpoint(R, s) for s in (1, 2, 3)]
+    tier = Tier(name="f", keep=("final",))
+    assert _kept(tier, ckpts, RunStatus.COMPLETED) == {3}
+    assert _kept(tier, ckpts, RunStatus.RUNNING) == set()
+
+
+def test_best_min_max_and_tie_goes_to_higher_step() -> None:
+    ckpts = [
+        checkpoint(R, 1, metrics={"eval_loss": 0.5}),
+        checkpoint(R, 2, metrics={"eval_loss": 0.3}),
+        checkpoint(R, 3, metrics={"eval_loss": 0.3}),
+        checkpoint(R, 4, metrics={"eval_loss": 0.9}),
+        checkpoint(R, 5),
+    ]
+    best_min = Tier(name="b", keep=("best",), best_metric={"name": "eval_loss", "mode": "min"})
+    best_max = Tier(name="b", keep=("best",), best_metric={"name": "eval_loss", "mode": "max"})
+    assert _kept(best_min, ckpts) == {3}
+    assert _kept(best_max, ckpts) == {4}
+
+
+def test_best_falls_back_to_the_runs_recorded_best() -> None:
+    ckpts = [checkpoint(R, s) for s in (1, 2, 3)]
+    r = run("a", artifacts=ckpts)
+    r.best_checkpoint = ckpts[0].key
+    tier = Tier(name="b", keep=("best",), best_metric={"name": "eval_loss", "mode": "min"})
+    outcome = select([tier], ckpts, r, AS_OF)
+    assert list(outcome.picks) == [ckpts[0].key]
+
+
+def test_union_within_a_tier_and_picks_in_tier_order() -> None:
+    ckpts = [checkpoint(R, s, metrics={"eval_loss": float(s)}) for s in (1, 2, 3, 4)]
+    t1 = Tier(name="one", keep_last=1)
+    t2 = Tier(
+        name="two", keep_last=1, keep=("best",), best_metric={"name": "eval_loss", "mode": "min"}
+    )
+    outcome = select([t1, t2], ckpts, None, AS_OF)
+    steps = {c.key: c.step for c in ckpts}
+    assert {steps[k] for k in outcome.picks} == {4, 1}
+    assert [i for i, _ in outcome.picks[ckpts[3].key]] == [0, 1]
+
+
+def test_without_steps_order_by_age() -> None:
+    ckpts = [checkpoint(R, None, age, name=n) for n, age in (("last", 1), ("old", 9), ("mid", 5))]
+    assert newest(ckpts) is ckpts[0]
+    outcome = select([Tier(name="t", keep_last=2)], ckpts, None, AS_OF)
+    assert set(outcome.picks) == {ckpts[0].key, ckpts[2].key}
+
+
+def test_trace_explains_every_tier() -> None:
+    ckpts = [checkpoint(R, s, age) for s, age in ((1, 40), (2, 5))]
+    tier = Tier(name="recent", keep_last=1, max_age=timedelta(days=30))
+    outcome = select([tier], ckpts, None, AS_OF, trace=True)
+    assert outcome.trace[ckpts[0].key] == [("recent", "not selected: older than max_age 30d")]
+    assert outcome.trace[ckpts[1].key][0][1].startswith("selected: step 2 is one of the newest 1")
