@@ -54,7 +54,7 @@ class CachedMetaReader:
         try:
             content = self.store.read_bytes(obj.key, self.max_bytes)
         except Exception:  # unreadable metadata degrades classification; it never stops it
-            content = None
+            return None  # not cached: a passing failure must not stick to this ETag
         with self._conn() as conn:
             conn.execute(delete(_M).where(*where))
             conn.execute(

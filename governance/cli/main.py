@@ -23,6 +23,10 @@ COMMANDS: dict[str, str] = {
     "ls": "governance.cli.ls_cmd:ls",
     "policy": "governance.cli.policy_cmd:policy",
     "demo": "governance.cli.demo_cmd:demo",
+    "plan": "governance.cli.plan_cmd:plan",
+    "plans": "governance.cli.plan_cmd:plans",
+    "show": "governance.cli.plan_cmd:show",
+    "explain": "governance.cli.plan_cmd:explain",
 }
 
 

@@ -1,0 +1,302 @@
+"""`govern plan`, `govern plans`, `govern show`, `govern explain`: making and reading plans.
+
+Thin adapters: parse, call `plan.service` or `catalog.plans`, render with `report`.
+Reports go to stdout alone; what happened (scans, the saved plan id) goes to stderr.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, is_dataclass
+from datetime import UTC, date, datetime
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from governance.cli.context import AppContext, pass_app
+from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
+from governance.errors import EXIT_REFUSED, GovernanceError
+from governance.report import PLAN_FORMATS, format_for_path
+
+if TYPE_CHECKING:
+    from governance.catalog.plans import PlanHeader
+    from governance.plan.types import Plan
+    from governance.policy import Policy
+    from governance.storage.base import Store
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def parse_as_of(value: str) -> datetime:
+    """ISO 8601 as UTC: `2026-12-01T00:00:00Z`, `2026-12-01T02:15`, `2026-12-01`, or `now`.
+
+    A time without an offset is UTC (never the local zone: plans must not depend on the
+    machine they were made on).
+
+        >>> parse_as_of("2026-12-01")
+        datetime.datetime(2026, 12, 1, 0, 0, tzinfo=datetime.timezone.utc)
+    """
+    text = value.strip()
+    if text.lower() == "now":
+        return datetime.now(UTC).replace(microsecond=0)
+    if _DATE.fullmatch(text):
+        day = date.fromisoformat(text)
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    moment = datetime.fromisoformat(text)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _as_of_callback(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime:
+    if value is None:
+        return datetime.now(UTC).replace(microsecond=0)
+    try:
+        return parse_as_of(value)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{value!r} is not a time; use ISO 8601 such as 2026-12-01T00:00:00Z or 2026-12-01 "
+            f"({exc})"
+        ) from exc
+
+
+as_of_option = click.option(
+    "--as-of",
+    "as_of",
+    metavar="TIME",
+    callback=_as_of_callback,
+    help="Plan as if it were this time (ISO 8601, UTC; default: now).",
+)
+policy_option = click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The retention policy (YAML).",
+)
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+@click.command()
+@policy_option
+@as_of_option
+@click.option("--no-scan", is_flag=True, help="Plan on the catalog as it is; do not list roots.")
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the report to FILE (.html, .md, .json or .csv: format by suffix).",
+)
+@format_option(*PLAN_FORMATS)
+@pass_app
+def plan(
+    app: AppContext,
+    policy_path: Path,
+    as_of: datetime,
+    no_scan: bool,
+    out_path: Path | None,
+    fmt: str,
+) -> None:
+    """Scan (unless --no-scan), plan, save the plan, and print the dry-run report.
+
+    Exit 3 when the plan is refused by a safety limit (it is still saved and printed).
+    """
+    from governance.plan.service import make_plan
+    from governance.plan.types import PlanStatus
+    from governance.policy import load_policy
+
+    out_fmt = format_for_path(out_path) if out_path is not None else None
+    policy = load_policy(policy_path)
+    stores = None if no_scan else _scan(app, policy)
+    made = make_plan(app.engine, policy, as_of, actor=app.settings.identity, stores=stores)
+    _info(app, f"saved plan {made.plan_id} ({made.status}): {made.summary.actions:,} actions")
+    _print_plan(made, fmt)
+    if out_path is not None and out_fmt is not None:
+        _write_report(made, out_fmt, out_path)
+        _info(app, f"wrote {out_fmt} report to {out_path}")
+    if made.status is PlanStatus.REFUSED or made.refusal:
+        click.echo(f"plan {made.plan_id} refused: {made.refusal or 'over a safety limit'}", err=True)
+        raise click.exceptions.Exit(EXIT_REFUSED)
+
+
+def _scan(app: AppContext, policy: Policy) -> dict[str, Store]:
+    """Scan every root of the policy; the first root that fails stops the plan."""
+    from governance.scan.service import scan_roots
+    from governance.scan.targets import resolve_roots
+
+    for result in scan_roots(app, policy, (), progress_for=None):
+        if isinstance(result, GovernanceError):
+            raise result
+        _info(app, f"scanned {result.root}: {result.objects:,} objects")
+    # Open stores so that classification can read (and cache) small metadata files.
+    return {spec.url: spec.open(app.settings.concurrency) for spec in resolve_roots(policy, ())}
+
+
+def _info(app: AppContext, message: str) -> None:
+    if not app.settings.quiet:
+        click.echo(message, err=True)
+
+
+def _print_plan(made: Plan, fmt: str) -> None:
+    if fmt == "table":
+        from governance.report.table import print_table
+
+        print_table(made, stdout_console())
+        return
+    from governance.report import render
+
+    click.echo(render(made, fmt), nl=False)
+
+
+def _write_report(made: Plan, fmt: str, path: Path) -> None:
+    from governance.errors import ArgumentError
+    from governance.report import render
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(made, fmt), encoding="utf-8")
+    except OSError as exc:
+        raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
+
+
+# ----------------------------------------------------------------------------- plans, show
+
+
+@click.command()
+@format_option("table", "json")
+@pass_app
+def plans(app: AppContext, fmt: str) -> None:
+    """Saved plans, oldest first."""
+    from governance.catalog.plans import list_plans
+
+    headers = list_plans(app.engine)
+    if fmt == "json":
+        emit_json_array(_header_document(h) for h in headers)
+        return
+    _print_headers(headers)
+
+
+def _header_document(h: PlanHeader) -> dict[str, Any]:
+    from governance.report.common import iso
+    from governance.report.json_report import policy_document, summary_document
+
+    return {
+        "plan_id": h.plan_id,
+        "status": str(h.status),
+        "created_at": iso(h.created_at),
+        "created_by": h.created_by,
+        "as_of": iso(h.as_of),
+        "policy": policy_document(h.policy_path, h.policy_sha256),
+        "fingerprint": h.fingerprint,
+        "refusal": h.refusal,
+        "summary": summary_document(h.summary),
+    }
+
+
+def _print_headers(headers: list[PlanHeader]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from governance.policy.units import format_bytes
+    from governance.report.common import usd
+
+    console = stdout_console()
+    if not headers:
+        console.print("no plans yet: govern plan --policy P")
+        return
+    wide = console.width >= 96  # below that, `by` goes: the id and status must not wrap
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table.add_column("plan", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("as of (UTC)", min_width=10)
+    if wide:
+        table.add_column("by", overflow="fold")
+    for col in ("actions", "deleted", "saves/mo"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for h in headers:
+        s = h.summary
+        by = [Text(h.created_by)] if wide else []
+        table.add_row(
+            h.plan_id,
+            str(h.status),
+            h.as_of.strftime("%Y-%m-%d %H:%M"),
+            *by,
+            f"{s.actions:,}",
+            format_bytes(s.bytes_deleted),
+            usd(s.monthly_cost_before_usd - s.monthly_cost_after_usd),
+        )
+    console.print(table)
+
+
+@click.command()
+@click.argument("plan_id")
+@format_option(*PLAN_FORMATS)
+@pass_app
+def show(app: AppContext, plan_id: str, fmt: str) -> None:
+    """One saved plan, in full."""
+    from governance.catalog.plans import load_plan
+
+    _print_plan(load_plan(app.engine, plan_id), fmt)
+
+
+# ----------------------------------------------------------------------------- explain
+
+
+@click.command()
+@click.argument("url")
+@policy_option
+@as_of_option
+@format_option("table", "json")
+@pass_app
+def explain(app: AppContext, url: str, policy_path: Path, as_of: datetime, fmt: str) -> None:
+    """Why the artifact at URL is kept or acted on (from the catalog; no scan)."""
+    from governance.plan.service import explain_uri
+    from governance.policy import load_policy
+
+    policy = load_policy(policy_path)
+    found = explain_uri(app.engine, policy, as_of, url)
+    doc = _jsonable(found)
+    if fmt == "json":
+        emit_json(doc)
+        return
+    _print_explanation(doc)
+
+
+def _jsonable(value: Any) -> Any:
+    """Dataclasses, enums, tuples and datetimes as plain JSON data."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _jsonable(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        from governance.report.common import iso
+
+        return iso(value)
+    return value
+
+
+def _print_explanation(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    console = stdout_console()
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in doc.items():
+        if isinstance(value, list):
+            continue
+        table.add_row(key.replace("_", " "), Text("-" if value in (None, "") else str(value)))
+    console.print(table)
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            console.print(Text(key.replace("_", " ") + ":", style="bold"))
+            for item in value:
+                line = ": ".join(str(v) for v in item) if isinstance(item, list) else str(item)
+                console.print(Text("  " + line))

@@ -1,0 +1,158 @@
+"""Planning against the catalog: snapshot each scanned root, build the plan, save it.
+
+The planner (`plan.build`) is pure; this module is the one place that feeds it from the
+catalog (live objects streamed through classification, with metadata read through the
+catalog's cache) and stores what it returns. It never writes to storage.
+
+    plan = make_plan(engine, load_policy("retention.yaml"), as_of, actor="alice")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from governance.catalog.derived import CachedMetaReader
+from governance.catalog.plans import new_plan_id, save_plan
+from governance.catalog.queries import iter_live_objects
+from governance.catalog.roots import find_root, last_complete_scan
+from governance.catalog.tables import StoredObject
+from governance.errors import ArgumentError
+from governance.model.classify import classify
+from governance.plan.build import RootSnapshot, build_plan
+from governance.storage import normalize_url
+
+if TYPE_CHECKING:
+    from governance.plan.explain import Explanation
+    from governance.plan.types import Plan
+    from governance.policy import Policy
+    from governance.storage.base import Store
+
+_O = StoredObject.__table__.c  # type: ignore[attr-defined]
+_ID_ATTEMPTS = 5
+_SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file"}
+
+
+def live_bytes(engine: Engine, root_id: int) -> int:
+    """Bytes of a root's live objects: the base of `safety.max_delete_fraction`."""
+    with engine.connect() as conn:
+        total = conn.execute(
+            select(func.coalesce(func.sum(_O.size), 0)).where(
+                _O.root_id == root_id, _O.gone_scan_id.is_(None)
+            )
+        ).scalar_one()
+    return int(total)
+
+
+def root_snapshots(
+    engine: Engine,
+    policy: Policy,
+    as_of: datetime,
+    stores: Mapping[str, Store] | None = None,
+) -> list[RootSnapshot]:
+    """One snapshot per policy root, its groups streamed lazily from the last complete scan.
+
+    A root never scanned completely is an ArgumentError: planning on nothing would keep
+    everything and say so silently.
+    """
+    options = policy.classify_options(as_of)
+    snapshots = []
+    for entry in policy.storage:
+        url = normalize_url(entry.url)
+        root = find_root(engine, url)
+        scan = last_complete_scan(engine, root.id) if root is not None and root.id else None
+        if root is None or root.id is None or scan is None or scan.id is None:
+            where = policy.source_path or "P"
+            raise ArgumentError(
+                f"root {url} has not been scanned; run govern scan --policy {where} "
+                "or drop --no-scan"
+            )
+        reader = CachedMetaReader(
+            engine, root.id, (stores or {}).get(url), options.metadata_max_bytes
+        )
+        groups = classify(partial(iter_live_objects, engine, root.id), options, reader)
+        snapshots.append(
+            RootSnapshot(
+                url=url,
+                scan_id=scan.id,
+                total_bytes=live_bytes(engine, root.id),
+                supports_storage_classes=url.startswith("s3://"),
+                groups=groups,
+            )
+        )
+    return snapshots
+
+
+def make_plan(
+    engine: Engine,
+    policy: Policy,
+    as_of: datetime,
+    *,
+    actor: str,
+    stores: dict[str, Store] | None = None,
+) -> Plan:
+    """Plan the policy against the catalog at `as_of`, save the plan, and return it.
+
+    A refused plan (over a safety limit) is saved too, with status `refused`: the report
+    shows what would have happened and why it was stopped.
+    """
+    if as_of.tzinfo is None:
+        raise ArgumentError("as_of must be timezone-aware (UTC)")
+    roots = root_snapshots(engine, policy, as_of, stores)
+    created_at = datetime.now(UTC)
+    plan = build_plan(
+        roots,
+        policy,
+        as_of,
+        plan_id=new_plan_id(created_at),
+        created_by=actor,
+        created_at=created_at,
+    )
+    for attempt in range(_ID_ATTEMPTS):
+        try:
+            save_plan(engine, plan)
+            return plan
+        except IntegrityError:
+            # Two plans in the same second drew the same 16 random bits: draw again.
+            if attempt == _ID_ATTEMPTS - 1:
+                raise
+            plan.plan_id = new_plan_id(created_at)
+    raise AssertionError("unreachable")
+
+
+def explain_uri(engine: Engine, policy: Policy, as_of: datetime, uri: str) -> Explanation:
+    """Why the artifact at `uri` is kept or acted on, from the same snapshots a plan uses."""
+    from governance.plan.explain import explain
+
+    full = artifact_url(uri)
+    roots = root_snapshots(engine, policy, as_of)
+    if not any(full.startswith(r.url) for r in roots):
+        listed = ", ".join(r.url for r in roots)
+        raise ArgumentError(f"{full} is under none of the policy's roots ({listed})")
+    return explain(roots, policy, as_of, full)
+
+
+def artifact_url(uri: str) -> str:
+    """A full URL for what a user typed: a plain path means the local file system.
+
+    A trailing '/' is kept (it names a checkpoint directory), unlike `normalize_url`,
+    which always adds one.
+
+        >>> artifact_url("/data/runs/r1/checkpoint-4000/")
+        'file:///data/runs/r1/checkpoint-4000/'
+    """
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+        if scheme != "file":
+            return f"{scheme}://{rest}"
+        uri = rest if rest.startswith("/") else "/" + rest.partition("/")[2]
+    absolute = os.path.abspath(os.path.expanduser(uri))
+    return "file://" + absolute + ("/" if uri.endswith("/") and absolute != "/" else "")

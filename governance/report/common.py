@@ -1,0 +1,259 @@
+"""What every plan report shares: JSON-ready rows, per-run totals, and the checkpoint timeline.
+
+Renderers stay thin: they format these views; the arithmetic (which bytes are freed,
+what state a checkpoint ends in) is decided once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from governance.plan.types import (
+    ActionType,
+    ArtifactRef,
+    KeptArtifact,
+    KeptHow,
+    ObjectRef,
+    Plan,
+    PlannedAction,
+)
+
+FREES = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD})
+"""Actions whose bytes leave storage (counted as bytes_deleted)."""
+
+# The end state of a checkpoint after the plan, most consequential first: when several
+# actions touch one artifact (strip then archive), the timeline shows the first.
+STATES = ("deleted", "archived", "stripped", "transitioned", "protected", "in_flight", "kept")
+STATE_LABELS = {
+    "deleted": "deleted",
+    "archived": "archived",
+    "stripped": "stripped",
+    "transitioned": "transitioned",
+    "protected": "protected",
+    "in_flight": "in flight / incomplete",
+    "kept": "kept whole",
+}
+_ACTION_STATE = {
+    ActionType.DELETE: "deleted",
+    ActionType.DEDUPE: "deleted",
+    ActionType.ABORT_UPLOAD: "deleted",
+    ActionType.STRIP: "stripped",
+    ActionType.ARCHIVE: "archived",
+    ActionType.TRANSITION: "transitioned",
+}
+_KEPT_STATE = {
+    KeptHow.WHOLE: "kept",
+    KeptHow.STRIPPED: "stripped",
+    KeptHow.ARCHIVED: "archived",
+    KeptHow.PROTECTED: "protected",
+    KeptHow.IN_FLIGHT: "in_flight",
+    KeptHow.NO_RULE: "kept",
+    KeptHow.RULE_KEEPS: "kept",
+}
+
+
+def iso(value: datetime) -> str:
+    """UTC ISO 8601 with a `Z` (the form cli.md uses)."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def artifact_dict(ref: ArtifactRef) -> dict[str, Any]:
+    return {
+        "uri": ref.uri,
+        "kind": ref.kind,
+        "run": ref.run,
+        "step": ref.step,
+        "root_url": ref.root_url,
+    }
+
+
+def object_dict(obj: ObjectRef) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "uri": obj.uri,
+        "size": obj.size,
+        "etag": obj.etag,
+        "last_modified": iso(obj.last_modified),
+        "storage_class": obj.storage_class,
+    }
+    if obj.version_id is not None:
+        row["version_id"] = obj.version_id
+    if obj.upload_id:
+        row["upload_id"] = obj.upload_id
+    return row
+
+
+def action_dict(a: PlannedAction) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "rule": a.rule,
+        "tier": a.tier,
+        "action": ActionType(a.action).value,
+        "destructive": a.destructive,
+        "artifact": artifact_dict(a.artifact),
+        "objects": [object_dict(o) for o in a.objects],
+        "bytes": a.bytes,
+        "reason": a.reason,
+        "storage_class": a.storage_class,
+        "dest_url": a.dest_url,
+        "early_deletion_usd": a.early_deletion_usd,
+        "request_cost_usd": a.request_cost_usd,
+        "monthly_cost_before_usd": a.monthly_cost_before_usd,
+        "monthly_cost_after_usd": a.monthly_cost_after_usd,
+    }
+
+
+def kept_dict(k: KeptArtifact) -> dict[str, Any]:
+    return {
+        "artifact": artifact_dict(k.artifact),
+        "rule": k.rule,
+        "tier": k.tier,
+        "how": KeptHow(k.how).value,
+        "reason": k.reason,
+    }
+
+
+def usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def savings(plan: Plan) -> float:
+    """Dollars per month the plan saves once applied (negative if it costs more)."""
+    return plan.summary.monthly_cost_before_usd - plan.summary.monthly_cost_after_usd
+
+
+# ----------------------------------------------------------------------------- per run
+
+
+@dataclass(slots=True)
+class RunTotals:
+    """Actions and bytes of one run (or of artifacts outside any run: `run` None)."""
+
+    root_url: str
+    run: str | None
+    actions: int = 0
+    objects: int = 0
+    bytes_deleted: int = 0
+    bytes_transitioned: int = 0
+    bytes_archived: int = 0
+    kept: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.run if self.run is not None else "(outside runs)"
+
+
+def by_run(plan: Plan) -> list[RunTotals]:
+    """Totals per (root, run), biggest bytes freed first, then by name."""
+    runs: dict[tuple[str, str | None], RunTotals] = {}
+
+    def get(ref: ArtifactRef) -> RunTotals:
+        key = (ref.root_url, ref.run)
+        if key not in runs:
+            runs[key] = RunTotals(ref.root_url, ref.run)
+        return runs[key]
+
+    for a in plan.actions:
+        t = get(a.artifact)
+        t.actions += 1
+        t.objects += len(a.objects)
+        add_bytes(t, a)
+    for k in plan.kept:
+        get(k.artifact).kept += 1
+    return sorted(
+        runs.values(), key=lambda t: (-t.bytes_deleted, t.root_url, t.run is None, t.run or "")
+    )
+
+
+def add_bytes(totals: Any, a: PlannedAction) -> None:
+    """Add an action's bytes to the right counter of anything with the three byte fields."""
+    action = ActionType(a.action)
+    if action in FREES:
+        totals.bytes_deleted += a.bytes
+    elif action is ActionType.TRANSITION:
+        totals.bytes_transitioned += a.bytes
+    elif action is ActionType.ARCHIVE:
+        totals.bytes_archived += a.bytes
+
+
+# ----------------------------------------------------------------------------- timeline
+
+
+@dataclass(slots=True)
+class Cell:
+    """One checkpoint of a run on the timeline."""
+
+    label: str
+    state: str
+    states: list[str]
+    uri: str
+    step: int | None
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        head = f"{self.uri}: {', '.join(STATE_LABELS[s] for s in self.states)}"
+        return "\n".join([head, *self.reasons])
+
+
+@dataclass(slots=True)
+class TimelineRow:
+    root_url: str
+    run: str
+    cells: list[Cell]
+
+    def count(self, state: str) -> int:
+        return sum(1 for c in self.cells if c.state == state)
+
+
+def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[TimelineRow]:
+    """Per run, its checkpoints in step order with the state each ends in after the plan."""
+    wanted = set(kinds)
+    found: dict[tuple[str, str], dict[str, Cell]] = {}
+
+    def cell(ref: ArtifactRef) -> Cell | None:
+        if ref.kind not in wanted or ref.run is None:
+            return None
+        cells = found.setdefault((ref.root_url, ref.run), {})
+        if ref.uri not in cells:
+            label = str(ref.step) if ref.step is not None else _basename(ref.uri)
+            cells[ref.uri] = Cell(label, "kept", [], ref.uri, ref.step)
+        return cells[ref.uri]
+
+    for a in plan.actions:
+        c = cell(a.artifact)
+        if c is not None:
+            _add_state(c, _ACTION_STATE[ActionType(a.action)], f"#{a.id} {a.action}: {a.reason}")
+    for k in plan.kept:
+        c = cell(k.artifact)
+        if c is not None:
+            _add_state(c, _KEPT_STATE[KeptHow(k.how)], f"kept ({k.how}): {k.reason}")
+    rows = []
+    for (root, run), cells in sorted(found.items()):
+        ordered = sorted(
+            cells.values(), key=lambda c: (c.step is None, c.step or 0, c.uri)
+        )
+        for c in ordered:
+            c.state = min(c.states, key=STATES.index) if c.states else "kept"
+        rows.append(TimelineRow(root, run, ordered))
+    return rows
+
+
+def _add_state(c: Cell, state: str, reason: str) -> None:
+    if state not in c.states:
+        c.states.append(state)
+    c.reasons.append(reason)
+
+
+def _basename(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def roots_of(plan: Plan) -> list[str]:
+    """Every root the plan touches or was made from, sorted."""
+    roots = set(plan.scans)
+    roots.update(a.artifact.root_url for a in plan.actions)
+    roots.update(k.artifact.root_url for k in plan.kept)
+    return sorted(roots)

@@ -1,0 +1,122 @@
+"""The plan as one self-contained HTML file for a reviewer: inline CSS, no scripts or URLs.
+
+The template (`templates/plan.html.j2`) reads top to bottom: refusal, totals and savings,
+by rule, a per-run timeline of checkpoints, by run, then every action with its reason.
+Autoescaping is on: object keys are user data and may hold `<` or `&`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from governance import __version__
+from governance.plan.types import ActionType, Plan
+from governance.policy.units import format_bytes
+from governance.report.common import (
+    STATE_LABELS,
+    STATES,
+    by_run,
+    iso,
+    roots_of,
+    savings,
+    timeline,
+    usd,
+)
+
+ACTION_LIMIT = 50_000
+"""Beyond this the file stops being readable in a browser; the CSV lists everything."""
+OBJECTS_SHOWN = 20
+"""Objects listed under each action (the rest are counted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionView:
+    id: int
+    rule: str
+    tier: str
+    action: str
+    css: str
+    destructive: bool
+    uri: str
+    run: str
+    objects: list[str]
+    more_objects: int
+    object_count: int
+    bytes: str
+    target: str
+    reason: str
+
+
+_CSS_FOR_ACTION = {
+    ActionType.DELETE: "deleted",
+    ActionType.DEDUPE: "deleted",
+    ActionType.ABORT_UPLOAD: "deleted",
+    ActionType.STRIP: "stripped",
+    ActionType.ARCHIVE: "archived",
+    ActionType.TRANSITION: "transitioned",
+}
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("governance.report", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["bytes"] = format_bytes
+    env.filters["usd"] = usd
+    return env
+
+
+def _action_view(a: Any) -> ActionView:
+    objects = [o.uri for o in a.objects[:OBJECTS_SHOWN]]
+    target = a.storage_class or a.dest_url or ""
+    return ActionView(
+        id=a.id,
+        rule=a.rule,
+        tier=a.tier or "",
+        action=str(a.action),
+        css=_CSS_FOR_ACTION[ActionType(a.action)],
+        destructive=a.destructive,
+        uri=a.artifact.uri,
+        run=a.artifact.run or "",
+        objects=objects,
+        more_objects=len(a.objects) - len(objects),
+        object_count=len(a.objects),
+        bytes=format_bytes(a.bytes),
+        target=target,
+        reason=a.reason,
+    )
+
+
+def render_html(plan: Plan) -> str:
+    """The report as one HTML document (a str, UTF-8 when written)."""
+    s = plan.summary
+    rows = timeline(plan)
+    many_roots = len({r.root_url for r in rows}) > 1
+    kept_counts = Counter((k.rule or "-", k.tier or "-", str(k.how)) for k in plan.kept)
+    context = {
+        "plan": plan,
+        "s": s,
+        "as_of": iso(plan.as_of),
+        "created_at": iso(plan.created_at),
+        "savings": savings(plan),
+        "roots": roots_of(plan),
+        "by_rule": list(s.by_rule.items()),
+        "runs": [t for t in by_run(plan) if t.actions],
+        "timeline": rows,
+        "many_roots": many_roots,
+        "states": [(state, STATE_LABELS[state]) for state in STATES],
+        "actions": [_action_view(a) for a in plan.actions[:ACTION_LIMIT]],
+        "more_actions": max(0, len(plan.actions) - ACTION_LIMIT),
+        "kept_counts": sorted(kept_counts.items()),
+        "version": __version__,
+    }
+    return _environment().get_template("plan.html.j2").render(**context)

@@ -1,0 +1,156 @@
+"""The plan as Markdown: for a pull request, a ticket or a chat message to the approvers.
+
+Order follows what a reviewer asks: is it refused, how much does it free and save, which
+rules and runs does it touch, then every action with its reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from governance.plan.types import Plan
+from governance.policy.units import format_bytes
+from governance.report.common import STATE_LABELS, by_run, iso, savings, timeline, usd
+
+ACTION_LIMIT = 5000
+"""Markdown tables beyond this many rows help nobody; the CSV has every object."""
+
+
+def _cell(value: object) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
+    right = right or set()
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |")
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(plan: Plan) -> str:
+    s = plan.summary
+    out = [f"# Plan `{plan.plan_id}`", ""]
+    out += [
+        f"- **Status:** {plan.status}",
+        f"- **As of:** {iso(plan.as_of)}",
+        f"- **Created:** {iso(plan.created_at)} by {plan.created_by}",
+        f"- **Policy:** `{plan.policy_path or '-'}` (sha256 `{plan.policy_sha256 or '-'}`)",
+        f"- **Fingerprint:** `{plan.fingerprint}`",
+        "",
+    ]
+    if plan.refusal:
+        out += [f"> **Refused:** {plan.refusal}", ""]
+    out += ["## Totals", ""]
+    out += _table(
+        ["actions", "objects", "deleted", "transitioned", "archived"],
+        [
+            [
+                f"{s.actions:,}",
+                f"{s.objects:,}",
+                format_bytes(s.bytes_deleted),
+                format_bytes(s.bytes_transitioned),
+                format_bytes(s.bytes_archived),
+            ]
+        ],
+        right={0, 1, 2, 3, 4},
+    )
+    out += [
+        "",
+        f"**Monthly cost:** {usd(s.monthly_cost_before_usd)} → {usd(s.monthly_cost_after_usd)}"
+        f" (saves {usd(savings(plan))}/month)",
+    ]
+    if s.early_deletion_usd or s.request_cost_usd:
+        out += [
+            "",
+            f"One-off costs: {usd(s.early_deletion_usd)} early deletion, "
+            f"{usd(s.request_cost_usd)} requests.",
+        ]
+    out.append("")
+    if plan.notes:
+        out += ["## Notes", "", *[f"- {_cell(n)}" for n in plan.notes], ""]
+    out += _by_rule(plan) + _by_run(plan) + _timeline(plan) + _actions(plan) + _kept(plan)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _by_rule(plan: Plan) -> list[str]:
+    if not plan.summary.by_rule:
+        return []
+    rows: list[list[object]] = [
+        [
+            name,
+            f"{r.actions:,}",
+            f"{r.objects:,}",
+            format_bytes(r.bytes_deleted),
+            format_bytes(r.bytes_transitioned),
+            format_bytes(r.bytes_archived),
+        ]
+        for name, r in plan.summary.by_rule.items()
+    ]
+    header = ["rule", "actions", "objects", "deleted", "transitioned", "archived"]
+    return ["## By rule", "", *_table(header, rows, {1, 2, 3, 4, 5}), ""]
+
+
+def _by_run(plan: Plan) -> list[str]:
+    totals = [t for t in by_run(plan) if t.actions]
+    if not totals:
+        return []
+    rows: list[list[object]] = [
+        [
+            t.label,
+            t.root_url,
+            f"{t.actions:,}",
+            format_bytes(t.bytes_deleted),
+            format_bytes(t.bytes_transitioned + t.bytes_archived),
+            f"{t.kept:,}",
+        ]
+        for t in totals
+    ]
+    header = ["run", "root", "actions", "deleted", "moved", "kept artifacts"]
+    return ["## By run", "", *_table(header, rows, {2, 3, 4, 5}), ""]
+
+
+def _timeline(plan: Plan) -> list[str]:
+    rows = timeline(plan)
+    if not rows:
+        return []
+    out = ["## Checkpoints per run", ""]
+    for row in rows:
+        steps = ", ".join(f"{c.label} {STATE_LABELS[c.state]}" for c in row.cells)
+        out.append(f"- **{_cell(row.run)}**: {steps}")
+    return [*out, ""]
+
+
+def _actions(plan: Plan) -> list[str]:
+    if not plan.actions:
+        return ["## Actions", "", "No actions: the policy keeps everything.", ""]
+    rows: list[list[object]] = [
+        [
+            a.id,
+            a.rule,
+            a.tier or "",
+            str(a.action),
+            f"`{a.artifact.uri}`",
+            f"{len(a.objects):,}",
+            format_bytes(a.bytes),
+            a.reason,
+        ]
+        for a in plan.actions[:ACTION_LIMIT]
+    ]
+    header = ["#", "rule", "tier", "action", "artifact", "objects", "bytes", "reason"]
+    out = ["## Actions", "", *_table(header, rows, {0, 5, 6})]
+    if len(plan.actions) > ACTION_LIMIT:
+        more = len(plan.actions) - ACTION_LIMIT
+        out += ["", f"… and {more:,} more actions (`--format csv` lists every object)."]
+    return [*out, ""]
+
+
+def _kept(plan: Plan) -> list[str]:
+    if not plan.kept:
+        return []
+    counts = Counter((k.rule or "-", k.tier or "-", str(k.how)) for k in plan.kept)
+    rows: list[list[object]] = [
+        [rule, tier, how, f"{n:,}"] for (rule, tier, how), n in sorted(counts.items())
+    ]
+    return ["## Kept", "", *_table(["rule", "tier", "how", "artifacts"], rows, {3}), ""]

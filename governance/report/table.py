@@ -1,0 +1,127 @@
+"""The plan for a terminal (rich): a header, totals by rule and by run, then the actions.
+
+`print_table` writes to a given console (colors on a terminal); `render_table` records
+the same output to plain text, for `--out` files and tests.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from governance.plan.types import ActionType, Plan
+from governance.policy.units import format_bytes
+from governance.report.common import RunTotals, by_run, iso, savings, usd
+
+ACTION_LIMIT = 2000
+RUN_LIMIT = 200
+_ACTION_STYLE = {
+    ActionType.DELETE: "red",
+    ActionType.DEDUPE: "red",
+    ActionType.ABORT_UPLOAD: "red",
+    ActionType.STRIP: "yellow",
+    ActionType.ARCHIVE: "blue",
+    ActionType.TRANSITION: "cyan",
+}
+
+
+def print_table(plan: Plan, console: Console) -> None:
+    s = plan.summary
+    console.print(
+        f"[bold]plan {plan.plan_id}[/bold]  status [bold]{plan.status}[/bold]  "
+        f"as of {iso(plan.as_of)}  by {escape(plan.created_by)}"
+    )
+    console.print(f"policy {escape(plan.policy_path or '-')}  fingerprint {plan.fingerprint}")
+    if plan.refusal:
+        console.print(f"[bold red]REFUSED:[/bold red] {escape(plan.refusal)}")
+    console.print(
+        f"{s.actions:,} actions on {s.objects:,} objects: "
+        f"[red]{format_bytes(s.bytes_deleted)} deleted[/red], "
+        f"{format_bytes(s.bytes_transitioned)} transitioned, "
+        f"{format_bytes(s.bytes_archived)} archived"
+    )
+    console.print(
+        f"monthly cost {usd(s.monthly_cost_before_usd)} -> {usd(s.monthly_cost_after_usd)} "
+        f"([green]saves {usd(savings(plan))}/month[/green])"
+    )
+    for note in plan.notes:
+        console.print(f"note: {escape(note)}")
+    if s.by_rule:
+        console.print(_rule_table(plan))
+    runs = [t for t in by_run(plan) if t.actions]
+    if runs:
+        console.print(_run_table(plan, runs))
+    if plan.actions:
+        console.print(_action_table(plan))
+        if len(plan.actions) > ACTION_LIMIT:
+            more = len(plan.actions) - ACTION_LIMIT
+            console.print(f"... and {more:,} more actions (use --format csv or html for all)")
+    else:
+        console.print("no actions: the policy keeps everything")
+
+
+def render_table(plan: Plan, width: int = 160) -> str:
+    console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    print_table(plan, console)
+    return console.export_text()
+
+
+def _rule_table(plan: Plan) -> Table:
+    table = Table(title="by rule", title_justify="left")
+    for col in ("rule", "actions", "objects", "deleted", "transitioned", "archived"):
+        table.add_column(col, justify="left" if col == "rule" else "right")
+    for name, r in plan.summary.by_rule.items():
+        table.add_row(
+            Text(name),
+            f"{r.actions:,}",
+            f"{r.objects:,}",
+            format_bytes(r.bytes_deleted),
+            format_bytes(r.bytes_transitioned),
+            format_bytes(r.bytes_archived),
+        )
+    return table
+
+
+def _run_table(plan: Plan, runs: list[RunTotals]) -> Table:
+    table = Table(title="by run", title_justify="left")
+    for col in ("run", "root", "actions", "deleted", "moved", "kept"):
+        table.add_column(col, justify="left" if col in ("run", "root") else "right")
+    for t in runs[:RUN_LIMIT]:
+        table.add_row(
+            Text(t.label),
+            Text(t.root_url),
+            f"{t.actions:,}",
+            format_bytes(t.bytes_deleted),
+            format_bytes(t.bytes_transitioned + t.bytes_archived),
+            f"{t.kept:,}",
+        )
+    if len(runs) > RUN_LIMIT:
+        table.caption = f"{len(runs) - RUN_LIMIT:,} more runs not shown"
+    return table
+
+
+def _action_table(plan: Plan) -> Table:
+    table = Table(title="actions", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("rule")
+    table.add_column("tier")
+    table.add_column("action")
+    table.add_column("artifact", overflow="fold")
+    table.add_column("bytes", justify="right")
+    table.add_column("reason", overflow="fold")
+    for a in plan.actions[:ACTION_LIMIT]:
+        style = _ACTION_STYLE.get(ActionType(a.action), "")
+        table.add_row(
+            str(a.id),
+            Text(a.rule),
+            Text(a.tier or "-"),
+            f"[{style}]{a.action}[/{style}]" if style else str(a.action),
+            Text(a.artifact.uri),
+            format_bytes(a.bytes),
+            Text(a.reason),
+        )
+    return table

@@ -1,0 +1,202 @@
+"""`govern plan / plans / show / explain` end to end on a small tree on local disk.
+
+The tree is written "now" (real mtimes), so the 3-day grace period protects everything
+today and a far-future `--as-of` ages it all: both halves of the time model are exercised.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from governance.cli.main import cli
+from tests.fixtures.builders import hf_run, local_writer, marker, residue
+
+FUTURE = "2100-01-01"
+STEPS = (1000, 2000, 3000, 4000, 5000)
+
+
+def _policy(tmp_path: Path, storage: Path, extra: str = "") -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        f"""version: 1
+storage:
+  - name: local
+    url: {storage}
+layout:
+  runs: ["runs/{{run}}/"]
+rules:
+  - name: residue
+    select: {{kind: residue}}
+    expire: {{after: 2d}}
+  - name: checkpoints
+    select: {{kind: checkpoint}}
+    tiers:
+      - name: recent
+        keep_last: 2
+    otherwise: delete
+{extra}"""
+    )
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[str, Path, Path]:
+    """(catalog URL, policy path, storage folder) with two finished HF runs and residue."""
+    storage = tmp_path / "storage"
+    write = local_writer(storage)
+    start = datetime.now(UTC) - timedelta(hours=12)
+    for run in ("alpha", "beta"):
+        hf_run(write, f"runs/{run}", steps=STEPS, start=start, every=timedelta(minutes=5))
+        marker(write, f"runs/{run}", mtime=start + timedelta(hours=1))
+    residue(write, "scratch", mtime=start)
+    return f"sqlite:///{tmp_path / 'catalog.db'}", _policy(tmp_path, storage), storage
+
+
+def _run(catalog: str, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--catalog", catalog, "-q", *args])
+
+
+def _json(result: Result) -> Any:
+    assert result.exit_code == 0, (result.exit_code, result.stderr, result.stdout)
+    return json.loads(result.stdout)
+
+
+def test_plan_saves_and_plans_show_agree(setup: tuple[str, Path, Path]) -> None:
+    catalog, policy, storage = setup
+    doc = _json(_run(catalog, "plan", "--policy", str(policy), "--format", "json"))
+    assert doc["plan_id"].startswith("p-")
+    assert doc["summary"]["actions"] == 0  # everything is inside the 3-day grace period
+    assert doc["as_of"].endswith("Z")
+
+    listed = _json(_run(catalog, "plans", "--format", "json"))
+    assert [p["plan_id"] for p in listed] == [doc["plan_id"]]
+    assert listed[0]["status"] == doc["status"]
+    assert listed[0]["policy"] == doc["policy"]
+    assert listed[0]["summary"] == doc["summary"]
+    assert set(listed[0]) >= {"plan_id", "status", "created_at", "as_of", "policy", "summary"}
+
+    shown = _json(_run(catalog, "show", doc["plan_id"], "--format", "json"))
+    assert shown == doc
+    assert (storage / "runs/alpha/checkpoint-1000/optimizer.pt").exists()  # planning never deletes
+
+
+def test_far_future_as_of_ages_everything(setup: tuple[str, Path, Path]) -> None:
+    catalog, policy, storage = setup
+    doc = _json(
+        _run(catalog, "plan", "--policy", str(policy), "--as-of", FUTURE, "--format", "json")
+    )
+    assert doc["as_of"] == "2100-01-01T00:00:00Z"
+    deleted = {a["artifact"]["uri"] for a in doc["actions"] if a["action"] == "delete"}
+    for run in ("alpha", "beta"):
+        for step in (1000, 2000, 3000):
+            assert f"{storage.as_uri()}/runs/{run}/checkpoint-{step}/" in deleted
+        for step in (4000, 5000):
+            assert f"{storage.as_uri()}/runs/{run}/checkpoint-{step}/" not in deleted
+    for action in doc["actions"]:
+        assert action["reason"]
+        for obj in action["objects"]:
+            assert obj["uri"].startswith("file://")
+            assert obj["size"] >= 0
+            assert obj["etag"]
+    assert doc["summary"]["bytes_deleted"] > 0
+    assert doc["status"] == "pending_approval"
+
+    # the second plan lists after the first, and `show` renders every other format
+    _run(catalog, "plan", "--policy", str(policy), "--no-scan", "--format", "json")
+    listed = _json(_run(catalog, "plans", "--format", "json"))
+    assert listed[0]["plan_id"] == doc["plan_id"]
+    assert len(listed) == 2
+    for fmt in ("table", "md", "csv", "html"):
+        shown = _run(catalog, "show", doc["plan_id"], "--format", fmt)
+        assert shown.exit_code == 0, shown.stderr
+        assert doc["plan_id"] in shown.stdout or fmt == "csv"
+        assert "checkpoint-1000" in shown.stdout or fmt == "table"  # a table folds long URIs
+    table = _run(catalog, "plans")
+    assert table.exit_code == 0
+    assert doc["plan_id"] in table.stdout
+
+
+def test_out_file_takes_its_format_from_the_suffix(
+    setup: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    catalog, policy, _ = setup
+    out = tmp_path / "reports" / "plan.html"
+    result = _run(
+        catalog, "plan", "--policy", str(policy), "--as-of", FUTURE, "--out", str(out),
+        "--format", "md",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("# Plan ")
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert "alpha" in page
+    assert "beta" in page
+
+    bad = _run(catalog, "plan", "--policy", str(policy), "--out", str(tmp_path / "x.txt"))
+    assert bad.exit_code == 2
+    assert "--out" in bad.stderr
+
+
+def test_refused_plan_is_saved_printed_and_exits_3(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    hf_run(local_writer(storage), "runs/r", steps=STEPS)  # 2024 mtimes: old already
+    policy = _policy(tmp_path, storage, "safety:\n  max_delete_fraction: 0.01\n")
+    catalog = f"sqlite:///{tmp_path / 'c.db'}"
+    result = _run(catalog, "plan", "--policy", str(policy), "--format", "json")
+    assert result.exit_code == 3, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "refused"
+    assert doc["refusal"]
+    assert "refused" in result.stderr
+    assert _json(_run(catalog, "plans", "--format", "json"))[0]["status"] == "refused"
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2026-13-01", "2026-12-01T25:00"])
+def test_bad_as_of_is_exit_2_naming_the_option(setup: tuple[str, Path, Path], value: str) -> None:
+    catalog, policy, _ = setup
+    result = _run(catalog, "plan", "--policy", str(policy), "--as-of", value)
+    assert result.exit_code == 2
+    assert "--as-of" in result.stderr
+
+
+def test_unknown_plan_id_is_exit_2(tmp_path: Path) -> None:
+    result = _run(f"sqlite:///{tmp_path / 'c.db'}", "show", "p-20260101-000000-beef")
+    assert result.exit_code == 2
+    assert "p-20260101-000000-beef" in result.stderr
+
+
+def test_no_scan_on_an_unscanned_root_says_what_to_do(setup: tuple[str, Path, Path]) -> None:
+    catalog, policy, _ = setup
+    result = _run(catalog, "plan", "--policy", str(policy), "--no-scan")
+    assert result.exit_code == 2
+    assert "has not been scanned" in result.stderr
+    assert "govern scan --policy" in result.stderr
+
+
+def test_explain_says_why(setup: tuple[str, Path, Path]) -> None:
+    catalog, policy, storage = setup
+    assert _run(catalog, "scan", "--policy", str(policy)).exit_code == 0
+    uri = f"{storage.as_uri()}/runs/alpha/checkpoint-1000/"
+    doc = _json(
+        _run(catalog, "explain", uri, "--policy", str(policy), "--as-of", FUTURE, "--format", "json")
+    )
+    assert doc["uri"] == uri
+    assert doc["kind"] == "checkpoint"
+    assert doc["rule"] == "checkpoints"
+    assert doc["decision"]
+    assert doc["reason"]
+    # a plain path works too, and the table form prints the same reason
+    plain = _run(
+        catalog, "explain", str(storage / "runs/alpha/checkpoint-5000") + "/",
+        "--policy", str(policy), "--as-of", FUTURE,
+    )
+    assert plain.exit_code == 0, plain.stderr
+    assert "checkpoint-5000" in plain.stdout
+    outside = _run(catalog, "explain", "/elsewhere/x", "--policy", str(policy))
+    assert outside.exit_code == 2

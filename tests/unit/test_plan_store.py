@@ -1,0 +1,98 @@
+"""Saved plans round-trip through the catalog exactly, list oldest first, and unknown ids fail."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from governance.catalog.engine import open_engine
+from governance.catalog.plans import (
+    list_plans,
+    load_plan,
+    load_plan_header,
+    new_plan_id,
+    save_plan,
+    set_plan_status,
+)
+from governance.errors import EXIT_BAD_INPUT, UnknownPlanError
+from governance.plan.types import Plan, PlanStatus
+from tests.catalogs import catalog_url  # noqa: F401
+from tests.unit.plan_samples import AS_OF, sample_plan
+
+
+def test_plan_round_trips_every_field(catalog_url: str) -> None:  # noqa: F811
+    engine = open_engine(catalog_url)
+    plan = sample_plan(refusal="deletes 10 GiB, over safety.max_delete_bytes 5 GiB")
+    save_plan(engine, plan)
+    loaded = load_plan(engine, plan.plan_id)
+    assert loaded == plan  # dataclass equality: every field, every action, object and kept row
+    assert loaded.as_of.tzinfo is not None
+    assert loaded.actions[1].objects[0].last_modified == plan.actions[1].objects[0].last_modified
+    # the object whose URI is not root + key keeps its own URI
+    assert loaded.actions[5].objects[0].uri == "s3://other-bucket/copies/w.bin"
+    engine.dispose()
+
+
+def test_empty_plan_round_trips(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    plan = sample_plan()
+    empty = Plan(
+        **{
+            **{f: getattr(plan, f) for f in Plan.__dataclass_fields__},
+            "actions": [],
+            "kept": [],
+            "notes": [],
+        }
+    )
+    save_plan(engine, empty)
+    assert load_plan(engine, empty.plan_id) == empty
+
+
+def test_large_plan_is_written_in_chunks(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    plan = sample_plan()
+    base = plan.actions[0]
+    from dataclasses import replace
+
+    plan.actions = [replace(base, id=i + 1) for i in range(12_001)]
+    save_plan(engine, plan)
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT COUNT(*) FROM plan_actions")).scalar()
+    assert n == 12_001
+    assert [a.id for a in load_plan(engine, plan.plan_id).actions][-3:] == [11_999, 12_000, 12_001]
+
+
+def test_list_is_oldest_first_and_status_changes(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    newer = sample_plan("p-b", created_at=AS_OF + timedelta(hours=2))
+    older = sample_plan("p-z", created_at=AS_OF + timedelta(hours=1))
+    save_plan(engine, newer)
+    save_plan(engine, older)
+    headers = list_plans(engine)
+    assert [h.plan_id for h in headers] == ["p-z", "p-b"]
+    assert headers[0].summary == older.summary
+    assert headers[0].scans == older.scans
+    set_plan_status(engine, "p-b", PlanStatus.APPROVED)
+    assert load_plan_header(engine, "p-b").status is PlanStatus.APPROVED
+    assert load_plan(engine, "p-z").status is PlanStatus.PENDING_APPROVAL
+
+
+def test_unknown_plan_id_is_named(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    with pytest.raises(UnknownPlanError, match="p-nope") as info:
+        load_plan(engine, "p-nope")
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    with pytest.raises(UnknownPlanError, match="p-nope"):
+        set_plan_status(engine, "p-nope", PlanStatus.APPROVED)
+
+
+def test_plan_ids_sort_by_time_and_differ() -> None:
+    now = datetime(2026, 11, 30, 2, 15, 0, tzinfo=UTC)
+    plan_id = new_plan_id(now)
+    assert re.fullmatch(r"p-20261130-021500-[0-9a-f]{4}", plan_id)
+    assert len({new_plan_id(now) for _ in range(50)}) > 1
+    assert new_plan_id(now + timedelta(seconds=1)) > "p-20261130-021500-ffff"

@@ -1,0 +1,59 @@
+"""`--format html`: one self-contained file a reviewer reads top to bottom."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from governance.report import render
+from tests.unit.plan_samples import sample_plan
+
+
+def test_self_contained_no_external_resources() -> None:
+    doc = render(sample_plan(), "html")
+    assert doc.lstrip().startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", doc, re.IGNORECASE)
+    assert "<script" not in doc.lower()
+    assert "<link" not in doc.lower()
+    assert "@import" not in doc
+    assert "url(" not in doc
+    assert "<style>" in doc
+
+
+def test_contains_each_run_action_and_totals_escaped() -> None:
+    plan = sample_plan()
+    doc = render(plan, "html")
+    text = html.unescape(doc)
+    assert "r1|x<&é" in text
+    assert "r2[x]" in text
+    assert "r1|x<&é" not in doc  # user data is escaped, never raw markup
+    for a in plan.actions:
+        assert f'id="action-{a.id}"' in doc
+        assert a.reason in text
+        assert a.artifact.uri in text
+    assert "$12.50" in doc
+    assert "$3.25" in doc
+    assert "$9.25" in doc
+    from governance.policy.units import format_bytes
+
+    assert format_bytes(plan.summary.bytes_deleted) in doc
+    assert "Refused" not in doc
+
+
+def test_timeline_has_a_cell_per_checkpoint_with_its_state() -> None:
+    doc = render(sample_plan(), "html")
+    cells = re.findall(r'<span class="step (\w+)" title="[^"]*">([^<]+)</span>', doc)
+    assert ("deleted", "1000") in cells
+    assert ("stripped", "4000") in cells
+    assert ("kept", "5000") in cells
+    assert ("archived", "9000") in cells
+    assert ("in_flight", "9500") in cells
+    assert [label for _, label in cells[:3]] == ["1000", "4000", "5000"]  # step order
+    for state in ("kept whole", "stripped", "archived", "deleted"):
+        assert state in doc  # legend
+
+
+def test_refused_plan_shows_a_banner() -> None:
+    doc = render(sample_plan(refusal="deletes 60% of s3://ml-artifacts/, over 50%"), "html")
+    assert 'class="refusal"' in doc
+    assert "over 50%" in doc
