@@ -11,8 +11,14 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
-from governance.catalog import tables  # noqa: F401
-from governance.catalog.engine import current_revision, head_revision, make_engine, open_engine, upgrade
+from governance.catalog import tables
+from governance.catalog.engine import (
+    current_revision,
+    head_revision,
+    make_engine,
+    open_engine,
+    upgrade,
+)
 from governance.errors import CatalogError
 
 
