@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -51,7 +52,9 @@ def write_demo_policy(workdir: Path, storage: Path) -> Path:
 def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     """Build a sample storage tree on local disk and run scan and plan on it."""
     from governance.demo import build_demo_tree
+    from governance.plan.service import make_plan
     from governance.policy import load_policy
+    from governance.report import render
     from governance.scan.service import scan_roots
 
     workdir = workdir.resolve()
@@ -65,18 +68,38 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
         if isinstance(result, GovernanceError):
             raise result
     summary = results[0]
+    assert not isinstance(summary, GovernanceError)
+    made = make_plan(app.engine, policy, datetime.now(UTC), actor=app.settings.identity)
+    html_path = workdir / "plan.html"
+    html_path.write_text(render(made, "html"), encoding="utf-8")
     if fmt == "json":
-        emit_json({"dir": str(workdir), "policy": str(policy_path), "scan": summary.as_dict()})  # type: ignore[union-attr]
+        emit_json(
+            {
+                "dir": str(workdir),
+                "policy": str(policy_path),
+                "scan": summary.as_dict(),
+                "plan": json.loads(render(made, "json")),
+                "html": str(html_path),
+            }
+        )
         return
     from governance.policy.units import format_bytes
+    from governance.report.table import print_table
 
     console = stdout_console()
     console.print(f"[bold]govern demo[/bold]: sample storage at {storage}")
     console.print(
-        f"  wrote {tree.files:,} files, {format_bytes(tree.total_bytes)} (sparse: little real disk use)"
+        f"  wrote {tree.files:,} files, {format_bytes(tree.total_bytes)} "
+        "(sparse: real sizes, little disk use)"
     )
     console.print(
-        f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} "  # type: ignore[union-attr]
-        f"into {workdir / 'catalog.db'}"
+        f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} "
+        f"into {workdir / 'catalog.db'}; policy {policy_path}"
     )
-    console.print(f"  policy: {policy_path}")
+    console.print()
+    print_table(made, console)
+    console.print()
+    console.print(f"HTML report: {html_path}")
+    console.print(
+        f"Next: govern --catalog sqlite:///{workdir / 'catalog.db'} explain URL --policy {policy_path}"
+    )

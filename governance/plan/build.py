@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from governance.model.types import Group
+from governance.plan.costs import GB
 from governance.plan.decide import decide_group
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import deleted_bytes, refusal
@@ -55,8 +56,14 @@ def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
     return (a.artifact.root_url, a.artifact.uri, _ACTION_ORDER[a.action], a.objects[0].uri)
 
 
-def summarize(actions: Iterable[PlannedAction]) -> PlanSummary:
-    """Totals and per-rule totals; archive by copy counts as archived, not deleted."""
+def summarize(
+    actions: Iterable[PlannedAction], storage_cost_usd: float | None = None
+) -> PlanSummary:
+    """Totals and per-rule totals; archive by copy counts as archived, not deleted.
+
+    With `storage_cost_usd` (the roots' whole monthly bill) the monthly costs are the
+    roots' bill before and after the plan; without it, only the acted-on objects' share.
+    """
     summary = PlanSummary()
     for a in actions:
         rule = summary.by_rule.setdefault(a.rule, RuleSummary())
@@ -73,6 +80,10 @@ def summarize(actions: Iterable[PlannedAction]) -> PlanSummary:
         summary.request_cost_usd += a.request_cost_usd
         summary.monthly_cost_before_usd += a.monthly_cost_before_usd
         summary.monthly_cost_after_usd += a.monthly_cost_after_usd
+    if storage_cost_usd is not None:
+        saved = summary.monthly_cost_before_usd - summary.monthly_cost_after_usd
+        summary.monthly_cost_before_usd = storage_cost_usd
+        summary.monthly_cost_after_usd = max(storage_cost_usd - saved, 0.0)
     return summary
 
 
@@ -94,11 +105,15 @@ def build_plan(
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
     not_applicable: Counter[tuple[str, str, str]] = Counter()
+    class_bytes: Counter[str] = Counter()  # integers: the bill must not depend on input order
     for root in roots:
         scans[root.url] = root.scan_id
         totals[root.url] = root.total_bytes
         deleted.setdefault(root.url, 0)
         for group in root.groups:
+            for art in group.artifacts:
+                for m in art.members:
+                    class_bytes[m.obj.storage_class or "STANDARD"] += m.obj.size
             result = decide_group(group, root.url, root.supports_storage_classes, policy, as_of)
             for d in result.decisions:
                 for a in d.actions:
@@ -117,6 +132,8 @@ def build_plan(
         f"classes; {n} artifact(s) left as they are"
         for (root, rule, what), n in sorted(not_applicable.items())
     ]
+    # The roots' whole monthly bill, so the summary shows the bill before -> after.
+    storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
     refused = refusal(deleted, totals, policy.safety)
     if refused is not None:
         status = PlanStatus.REFUSED
@@ -136,7 +153,7 @@ def build_plan(
         scans=scans,
         actions=actions,
         kept=kept,
-        summary=summarize(actions),
+        summary=summarize(actions, storage_cost),
         refusal=refused,
         notes=notes,
     )

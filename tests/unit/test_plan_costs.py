@@ -88,3 +88,13 @@ rules:
     assert plan.summary.request_cost_usd == pytest.approx(4 * 0.03 / 1000)
     assert plan.summary.monthly_cost_after_usd == pytest.approx(4 * MiB / GiB * 0.0036)
     assert plan.summary.bytes_transitioned == 4 * MiB
+
+
+def test_summary_costs_are_the_roots_whole_bill_before_and_after() -> None:
+    old = single("data/old.bin", Kind.DATASET, 2 * GiB, 10)
+    young = single("data/young.bin", Kind.DATASET, 3 * GiB, 1, storage_class="STANDARD_IA")
+    plan = make_plan([group(None, [old, young])], policy(EXPIRE_ALL))
+    assert [a.artifact.uri.rsplit("/", 1)[1] for a in plan.actions] == ["old.bin"]
+    before = 2 * 0.023 + 3 * 0.0125
+    assert plan.summary.monthly_cost_before_usd == pytest.approx(before)
+    assert plan.summary.monthly_cost_after_usd == pytest.approx(3 * 0.0125)
