@@ -74,6 +74,7 @@ class PlanHeader:
     summary: PlanSummary
     refusal: str | None = None
     notes: list[str] = field(default_factory=list)
+    controls: dict[str, Any] = field(default_factory=dict)
 
 
 def new_plan_id(now: datetime) -> str:
@@ -117,6 +118,7 @@ def _header_row(plan: Plan) -> dict[str, Any]:
         "summary": summary_to_dict(plan.summary),
         "refusal": plan.refusal,
         "notes": list(plan.notes),
+        "controls": dict(plan.controls),
     }
 
 
@@ -226,6 +228,7 @@ def load_plan(engine: Engine, plan_id: str) -> Plan:
         summary=header.summary,
         refusal=header.refusal,
         notes=header.notes,
+        controls=header.controls,
     )
 
 
@@ -264,6 +267,7 @@ def _header_from_row(row: Any) -> PlanHeader:
         summary=summary_from_dict(row["summary"] or {}),
         refusal=row["refusal"],
         notes=list(row["notes"] or []),
+        controls=dict(row["controls"] or {}),
     )
 
 

@@ -190,6 +190,7 @@ class PlanRow(SQLModel, table=True):
     summary: dict[str, Any] | None = _json(nullable=False)
     refusal: str | None = None
     notes: list[str] | None = _json(nullable=False)
+    controls: dict[str, Any] | None = _json(nullable=True)  # approval + apply blocks
 
 
 class PlanActionRow(SQLModel, table=True):

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from governance.model.types import Group
 from governance.plan.costs import GB
@@ -85,6 +86,14 @@ def summarize(
         summary.monthly_cost_before_usd = storage_cost_usd
         summary.monthly_cost_after_usd = max(storage_cost_usd - saved, 0.0)
     return summary
+
+
+def policy_controls(policy: Policy) -> dict[str, Any]:
+    """The blocks that govern approval and apply, frozen into the plan."""
+    return {
+        "approval": policy.approval.model_dump(mode="json"),
+        "apply": policy.apply.model_dump(mode="json"),
+    }
 
 
 def build_plan(
@@ -156,4 +165,5 @@ def build_plan(
         summary=summarize(actions, storage_cost),
         refusal=refused,
         notes=notes,
+        controls=policy_controls(policy),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 
 class ActionType(StrEnum):
@@ -139,3 +140,6 @@ class Plan:
     summary: PlanSummary
     refusal: str | None = None  # which safety limit, by how much
     notes: list[str] = field(default_factory=list)  # e.g. transitions not applicable on a filesystem
+    controls: dict[str, Any] = field(default_factory=dict)
+    """The policy's `approval` and `apply` blocks as JSON, frozen at plan time: who may
+    approve and how deletes are carried out cannot change after the plan is reviewed."""

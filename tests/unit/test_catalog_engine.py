@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
-from governance.catalog import tables
+from governance.catalog import schema, tables  # noqa: F401  (schema: every table)
 from governance.catalog.engine import (
     current_revision,
     head_revision,

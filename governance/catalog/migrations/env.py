@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-from governance.catalog import tables  # noqa: F401  (registers the tables' metadata)
+from governance.catalog import schema  # noqa: F401  (registers every table)
 
 config = context.config
 engine = config.attributes["engine"]

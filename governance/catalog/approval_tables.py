@@ -1,0 +1,1 @@
+"""Approval and audit tables (filled in by the approval workflow)."""
