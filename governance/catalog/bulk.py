@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from governance.storage.base import ListingRow
+
 STAGE_COLUMNS = (
     "key",
     "upload_id",
@@ -21,7 +23,7 @@ STAGE_COLUMNS = (
     "checksum_algorithm",
 )
 
-StageRow = tuple[str, str, int, str, int, str | None, str | None, str | None]
+StageRow = ListingRow
 
 
 def create_stage(conn: Connection) -> None:

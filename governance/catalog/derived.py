@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow, us_from_datetime
@@ -58,7 +59,9 @@ class CachedMetaReader:
         with self._conn() as conn:
             conn.execute(delete(_M).where(*where))
             conn.execute(
-                _M.insert().values(root_id=self.root_id, key=obj.key, etag=obj.etag, content=content)
+                _M.insert().values(
+                    root_id=self.root_id, key=obj.key, etag=obj.etag, content=content
+                )
             )
         return content
 
@@ -170,3 +173,56 @@ def classify_root(
         reader = CachedMetaReader(conn, root_id, store, options.metadata_max_bytes)
         groups = classify(lambda: iter_live_objects(engine, root_id), options, reader)
         return replace_model(conn, groups, root_url, root_id, scan_id)
+
+
+def options_to_json(options: ClassifyOptions) -> dict[str, Any]:
+    """The layout part of ClassifyOptions (everything but the clock), for the roots table."""
+    return {
+        "run_templates": list(options.run_templates),
+        "completed_markers": list(options.completed_markers),
+        "failed_markers": list(options.failed_markers),
+        "abandoned_after_s": options.abandoned_after.total_seconds(),
+        "grace_s": options.grace.total_seconds(),
+    }
+
+
+def options_from_json(doc: dict[str, Any] | None, as_of: datetime) -> ClassifyOptions:
+    if not doc:
+        return ClassifyOptions(as_of=as_of)
+    return ClassifyOptions(
+        as_of=as_of,
+        run_templates=tuple(doc["run_templates"]),
+        completed_markers=tuple(doc["completed_markers"]),
+        failed_markers=tuple(doc["failed_markers"]),
+        abandoned_after=timedelta(seconds=doc["abandoned_after_s"]),
+        grace=timedelta(seconds=doc["grace_s"]),
+    )
+
+
+def ensure_classified(engine: Engine, now: datetime, root_url: str | None = None) -> int:
+    """Classify every root (or one) whose stored runs and artifacts predate its last scan.
+
+    Classification is derived data: `scan` only indexes (and caches metadata files), and
+    the first reader after a scan (`ls runs`, `ls artifacts`) rebuilds it from the catalog
+    alone, with the layout the scan recorded. Returns how many roots were classified.
+    """
+    from governance.catalog.roots import last_complete_scan, list_roots
+    from governance.catalog.tables import Root
+
+    done = 0
+    for root in list_roots(engine):
+        if root_url is not None and root.url != root_url:
+            continue
+        assert root.id is not None
+        scan = last_complete_scan(engine, root.id)
+        if scan is None or scan.id is None or root.classified_scan_id == scan.id:
+            continue
+        options = options_from_json(root.classify_options, now)
+        classify_root(engine, None, root.id, root.url, scan.id, options)
+        roots = Root.__table__  # type: ignore[attr-defined]
+        with engine.begin() as conn:
+            conn.execute(
+                update(roots).where(roots.c.id == root.id).values(classified_scan_id=scan.id)
+            )
+        done += 1
+    return done

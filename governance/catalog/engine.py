@@ -22,8 +22,8 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA temp_store=MEMORY")
-    cur.execute("PRAGMA cache_size=-65536")
+    cur.execute("PRAGMA temp_store=FILE")  # staging tables must not grow memory with N
+    cur.execute("PRAGMA cache_size=-32768")
     cur.close()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -64,3 +65,13 @@ def last_complete_scan(engine: Engine, root_id: int) -> Scan | None:
             .order_by(col(Scan.id).desc())
         )
         return session.exec(stmt).first()
+
+
+def record_layout(engine: Engine, root_id: int, options: dict[str, Any]) -> None:
+    """Remember the layout a root was scanned with, so it can be classified later."""
+    with Session(engine) as session:
+        root = session.get(Root, root_id)
+        assert root is not None
+        root.classify_options = options
+        session.add(root)
+        session.commit()

@@ -49,6 +49,8 @@ class Root(SQLModel, table=True):
     url: str = Field(unique=True, index=True)
     name: str | None = None
     created_at: datetime = _ts(nullable=False)
+    classify_options: dict[str, Any] | None = _json(nullable=True)  # layout used by the last scan
+    classified_scan_id: int | None = None  # the scan the stored runs/artifacts come from
 
 
 class Scan(SQLModel, table=True):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import click
 
+from governance.catalog.derived import ensure_classified
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json_array, format_option, stdout_console
 from governance.storage import normalize_url
@@ -68,7 +71,9 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     from governance.catalog.queries import iter_run_rows
     from governance.policy.units import format_bytes
 
-    rows = iter_run_rows(app.engine, normalize_url(root_url) if root_url else None)
+    url = normalize_url(root_url) if root_url else None
+    ensure_classified(app.engine, datetime.now(UTC), url)
+    rows = iter_run_rows(app.engine, url)
     if fmt == "json":
         emit_json_array(rows)
         return
@@ -110,9 +115,9 @@ def ls_artifacts(
     from governance.catalog.queries import iter_artifact_rows
     from governance.policy.units import format_bytes
 
-    rows = iter_artifact_rows(
-        app.engine, normalize_url(root_url) if root_url else None, run_glob, kind
-    )
+    url = normalize_url(root_url) if root_url else None
+    ensure_classified(app.engine, datetime.now(UTC), url)
+    rows = iter_artifact_rows(app.engine, url, run_glob, kind)
     if fmt == "json":
         emit_json_array(rows)
         return

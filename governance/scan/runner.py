@@ -11,14 +11,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from governance.catalog import bulk
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
-from governance.catalog.tables import Scan, us_from_datetime
-from governance.storage.base import Store
+from governance.catalog.tables import Scan
+from governance.storage.base import Store, list_rows
 
 BATCH = 5000
 
@@ -74,31 +75,13 @@ def scan_store(
     try:
         with engine.connect() as conn:
             bulk.create_stage(conn)
-            batch: list[bulk.StageRow] = []
-            for info in store.list(exclude_prefixes=exclude_prefixes):
-                batch.append(
-                    (
-                        info.key,
-                        info.upload_id,
-                        info.size,
-                        info.etag,
-                        us_from_datetime(info.last_modified),
-                        info.storage_class,
-                        info.version_id,
-                        info.checksum_algorithm,
-                    )
-                )
-                listed_bytes += info.size
-                if len(batch) >= BATCH:
-                    bulk.write_stage(conn, batch)
-                    listed += len(batch)
-                    batch = []
-                    if progress:
-                        progress(listed, listed_bytes)
-            bulk.write_stage(conn, batch)
-            listed += len(batch)
-            if progress:
-                progress(listed, listed_bytes)
+            rows = list_rows(store, exclude_prefixes)
+            while batch := list(islice(rows, BATCH)):
+                bulk.write_stage(conn, batch)
+                listed += len(batch)
+                listed_bytes += sum(row[2] for row in batch)
+                if progress:
+                    progress(listed, listed_bytes)
             bulk.index_stage(conn)
             conn.commit()
             # One transaction: either the whole listing is folded in, or nothing is.

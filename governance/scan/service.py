@@ -1,4 +1,4 @@
-"""Scanning several roots for a command: open each store, scan it, classify it.
+"""Scanning several roots for a command: open each store, scan it, cache its metadata files.
 
 A root that fails is reported and the others still run; the failed root's catalog state
 is left exactly as it was.
@@ -11,9 +11,11 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from governance.catalog.derived import classify_root
+from governance.catalog.derived import options_to_json
+from governance.catalog.roots import record_layout
 from governance.errors import GovernanceError
 from governance.model.types import ClassifyOptions
+from governance.scan.metadata import prefetch_metadata
 from governance.scan.runner import Progress, ScanSummary, scan_store
 from governance.scan.targets import excluded_prefixes, resolve_roots
 
@@ -51,7 +53,14 @@ def scan_roots(
                     progress=progress,
                 )
             options = policy.classify_options(now) if policy else ClassifyOptions(as_of=now)
-            classify_root(engine, store, summary.root_id, store.url, summary.scan_id, options)
+            record_layout(engine, summary.root_id, options_to_json(options))
+            prefetch_metadata(
+                engine,
+                store,
+                summary.root_id,
+                summary.scan_id,
+                concurrency or app.settings.concurrency,
+            )
         except GovernanceError as exc:
             yield exc
             continue

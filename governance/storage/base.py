@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 
@@ -110,3 +110,35 @@ class Store(Protocol):
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:
         """Abort one incomplete multipart upload (filesystems: not applicable)."""
         ...
+
+
+ListingRow = tuple[str, str, int, str, int, str | None, str | None, str | None]
+"""(key, upload_id, size, etag, last_modified in µs since the epoch, storage_class,
+version_id, checksum_algorithm): the shape the scanner stages into the catalog."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def row_from_info(info: ObjectInfo) -> ListingRow:
+    """One listed object as a staging row."""
+    delta = info.last_modified - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return (
+        info.key,
+        info.upload_id,
+        info.size,
+        info.etag,
+        micros,
+        info.storage_class,
+        info.version_id,
+        info.checksum_algorithm,
+    )
+
+
+def list_rows(store: Store, exclude_prefixes: Sequence[str] = ()) -> Iterator[ListingRow]:
+    """A store's listing as staging rows, through its fast path when it has one."""
+    fast = getattr(store, "list_rows", None)
+    if fast is not None:
+        rows: Iterator[ListingRow] = fast(exclude_prefixes)
+        return rows
+    return (row_from_info(i) for i in store.list(exclude_prefixes))

@@ -1,0 +1,84 @@
+"""Reading small metadata files once per ETag, right after a scan.
+
+Classification needs a few small files (`trainer_state.json` for metrics and the best
+checkpoint, `*.index.json` for shard completeness, DeepSpeed `latest` and the Megatron
+tracker). The scan reads those that are new or changed in this scan, in parallel, into
+the catalog's `meta_cache`; classification and planning then read only the cache, so
+they never touch storage and a re-scan of an unchanged tree reads nothing.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, or_, select
+from sqlalchemy.engine import Engine
+
+from governance.catalog.tables import MetaCache, StoredObject
+from governance.storage.base import Store
+
+METADATA_NAMES = frozenset(
+    {"trainer_state.json", "latest", "latest_universal", "latest_checkpointed_iteration.txt"}
+)
+METADATA_SUFFIXES = (".index.json",)
+MAX_BYTES = 4 * 1024 * 1024
+
+_O = StoredObject.__table__.c  # type: ignore[attr-defined]
+_M = MetaCache.__table__  # type: ignore[attr-defined]
+
+
+def is_metadata_key(key: str) -> bool:
+    """Is this one of the small files classification reads?"""
+    name = key.rsplit("/", 1)[-1]
+    return name in METADATA_NAMES or name.endswith(METADATA_SUFFIXES)
+
+
+def _candidates(engine: Engine, root_id: int, scan_id: int) -> list[tuple[str, str, int]]:
+    patterns = [_O.key.like(f"%{name}") for name in METADATA_NAMES]
+    patterns += [_O.key.like(f"%{suffix}") for suffix in METADATA_SUFFIXES]
+    cached = exists().where(
+        and_(_M.c.root_id == root_id, _M.c.key == _O.key, _M.c.etag == _O.etag)
+    )
+    stmt = select(_O.key, _O.etag, _O.size).where(
+        _O.root_id == root_id,
+        _O.changed_scan_id == scan_id,
+        _O.gone_scan_id.is_(None),
+        _O.upload_id == "",
+        _O.size <= MAX_BYTES,
+        or_(*patterns),
+        ~cached,
+    )
+    with engine.connect() as conn:
+        return [(k, e, s) for k, e, s in conn.execute(stmt) if is_metadata_key(k)]
+
+
+def prefetch_metadata(
+    engine: Engine, store: Store, root_id: int, scan_id: int, concurrency: int = 16
+) -> int:
+    """Read this scan's new or changed metadata files into the cache; returns how many."""
+    wanted = _candidates(engine, root_id, scan_id)
+    if not wanted:
+        return 0
+
+    def read(item: tuple[str, str, int]) -> dict[str, Any] | None:
+        key, etag, _size = item
+        try:
+            content = store.read_bytes(key, MAX_BYTES)
+        except Exception:  # unreadable now: not cached, so the next scan tries again
+            return None
+        return {"root_id": root_id, "key": key, "etag": etag, "content": content}
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        rows = [r for r in pool.map(read, wanted) if r is not None]
+    with engine.begin() as conn:
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            conn.execute(
+                delete(_M).where(
+                    _M.c.root_id == root_id,
+                    _M.c.key.in_([r["key"] for r in chunk]),
+                )
+            )
+            conn.execute(_M.insert(), chunk)
+    return len(rows)
