@@ -27,6 +27,11 @@ COMMANDS: dict[str, str] = {
     "plans": "governance.cli.plan_cmd:plans",
     "show": "governance.cli.plan_cmd:show",
     "explain": "governance.cli.plan_cmd:explain",
+    "approve": "governance.cli.approval_cmd:approve",
+    "reject": "governance.cli.approval_cmd:reject",
+    "audit": "governance.cli.approval_cmd:audit",
+    "apply": "governance.cli.apply_cmd:apply",
+    "restore": "governance.cli.apply_cmd:restore",
 }
 
 

@@ -57,13 +57,19 @@ def find_runs(objects: Iterable[CatalogObject], options: ClassifyOptions) -> Run
     matcher = TemplateMatcher(options.run_templates)
     candidates: set[str] = set()
     last_unit = "\0"
+    # The template run the previous key matched, when every key under it matches the same
+    # way (see `TemplateMatcher.match`): such keys need no other look.
+    templated = "\0"
     for obj in objects:
         key = obj.key
-        if basename(key) in TRACKER_NAMES:
+        if key.endswith(_TRACKER_ENDINGS) and basename(key) in TRACKER_NAMES:
             index.trackers[key] = obj
+        if key.startswith(templated):
+            continue
         found = matcher.match(key)
         if found is not None:
             index.templates.setdefault(found[0], found[1])
+            templated = matcher.stable_prefix() or "\0"
             continue
         unit = unit_of_checkpoint(key, upward_only=key.startswith(last_unit))
         if unit is None:
@@ -75,6 +81,10 @@ def find_runs(objects: Iterable[CatalogObject], options: ClassifyOptions) -> Run
             candidates.add(run)
     index.detected = outermost(candidates)
     return index
+
+
+_TRACKER_ENDINGS = (*TRACKER_NAMES, *(name + "/" for name in TRACKER_NAMES))
+"""What a tracker key ends with (`basename` ignores a trailing '/'): a cheap first test."""
 
 
 @dataclass(slots=True)
@@ -98,6 +108,7 @@ class _Streamer:
         self.outside: list[CatalogObject] = []
         self.outside_top = ""
         self.root_files: list[CatalogObject] = []
+        self._last_found: str | None = None
 
     def _run_of(self, key: str) -> tuple[str, Mapping[str, str]] | None:
         found = self.matcher.match(key)
@@ -136,6 +147,24 @@ class _Streamer:
         if not stack or stack[-1].key != found[0]:
             stack.append(_Open(found[0], found[1]))
         stack[-1].objs.append(obj)
+        self._last_found = found[0]
+
+    def fast_prefix(self) -> str:
+        """A prefix whose keys `feed` would put straight into the innermost open run, as
+        the last key fed was, yielding nothing: what the last key's run lookup answered
+        holds for every key under the run's prefix ("\\0", matching no key, otherwise).
+
+        Keys under the run close no open run (they share the innermost one's prefix), and
+        their lookup gives the same run: a template run the matcher remembers answers the
+        same for every key under it; a detected run too when no template could match
+        first (detected runs never nest).
+        """
+        found, self._last_found = self._last_found, None
+        if found is None or not self.stack or self.stack[-1].key != found:
+            return "\0"
+        if self.matcher.templates:
+            return found if self.matcher.stable_prefix() == found else "\0"
+        return found
 
     def _outside(self, obj: CatalogObject) -> Iterator[Group]:
         key = obj.key
@@ -176,6 +205,13 @@ def classify(
     """
     index = find_runs(objects(), options)
     streamer = _Streamer(index, options, read_meta)
+    feed = streamer.feed
+    stack = streamer.stack
+    fast = "\0"  # keys under this prefix go to the innermost open run as they are
     for obj in objects():
-        yield from streamer.feed(obj)
+        if obj.key.startswith(fast):
+            stack[-1].objs.append(obj)
+            continue
+        yield from feed(obj)
+        fast = streamer.fast_prefix()
     yield from streamer.finish()

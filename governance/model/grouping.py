@@ -12,7 +12,9 @@ Then incomplete checkpoints older than the grace period become residue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from operator import attrgetter
+from typing import Any
 
 from governance.model.detectors import REGISTRY, Context, upload_artifact
 from governance.model.detectors.base import Claim, artifact, basename
@@ -53,12 +55,15 @@ def _judge(art: Artifact, options: ClassifyOptions) -> None:
     if art.kind not in _JUDGED:
         return
     problems = []
-    empty = [m.obj.key for m in art.members if m.component is Component.WEIGHTS and m.obj.size == 0]
-    if empty:
-        problems.append(f"zero-byte weight file {empty[0]}")
-    partial = [m.obj.key for m in art.members if m.obj.key.endswith(TMP_SUFFIXES)]
-    if partial:
-        problems.append(f"partial file {partial[0]}")
+    weights = Component.WEIGHTS
+    empty = next(
+        (m.obj.key for m in art.members if m.obj.size == 0 and m.component is weights), None
+    )
+    if empty is not None:
+        problems.append(f"zero-byte weight file {empty}")
+    partial = next((m.obj.key for m in art.members if m.obj.key.endswith(TMP_SUFFIXES)), None)
+    if partial is not None:
+        problems.append(f"partial file {partial}")
     if problems:
         reason = "; ".join(problems)
         art.completeness_reason = reason if art.complete else f"{art.completeness_reason}; {reason}"
@@ -84,38 +89,38 @@ def classify_group(
     """Artifacts of one group, sorted by key; `objs` sorted by key."""
     out: list[Artifact] = []
     live: list[CatalogObject] = []
+    roots: dict[str, int] = {}
+    shallow: list[tuple[CatalogObject, int, Claim] | None] = []
+    claims = _CLAIMS
+    lookers = _LOOKERS
+    inside = "\0"  # the outermost folder the last fully examined key claimed
     for o in objs:
         if o.upload_id:
             out.append(upload_artifact(o))
-        else:
-            live.append(o)
-    roots: dict[str, int] = {}
-    shallow: list[tuple[CatalogObject, int, Claim] | None] = []
-    registry = REGISTRY
-    lookers = [(i, d) for i, d in enumerate(registry) if d.looks_up]
-    inside = "\0"  # the outermost folder the last fully examined key claimed
-    for o in live:
+            continue
+        live.append(o)
         key = o.key
         if key.startswith(inside):
             # Already owned by a folder: only a detector looking upward can add an outer one.
-            for i, det in lookers:
-                c = det.claim(key)
+            for i, claim in lookers:
+                c = claim(key)
                 if c is not None and c.deep and (c.unit not in roots or i < roots[c.unit]):
                     roots[c.unit] = i
             shallow.append(None)
             continue
         first: tuple[CatalogObject, int, Claim] | None = None
         outer = ""
-        for i, det in enumerate(registry):
-            c = det.claim(key)
+        for i, claim in claims:
+            c = claim(key)
             if c is None:
                 continue
             if c.deep:
-                prev = roots.get(c.unit)
+                unit = c.unit
+                prev = roots.get(unit)
                 if prev is None or i < prev:
-                    roots[c.unit] = i
-                if not outer or len(c.unit) < len(outer):
-                    outer = c.unit
+                    roots[unit] = i
+                if not outer or len(unit) < len(outer):
+                    outer = unit
             elif first is None:
                 first = (o, i, c)
         if outer:
@@ -126,15 +131,28 @@ def classify_group(
     owner: dict[str, int] = dict(roots)
     pending: list[tuple[CatalogObject, int, Claim]] = []
     loose: list[CatalogObject] = []
-    for o, claim in zip(live, shallow, strict=True):
-        root = _outermost_root(o.key, roots) if roots else None
+    # The outermost root holding a key depends only on its folder, and sorted keys come
+    # folder by folder: remember the last folder's answer.
+    last_dir = "\0"
+    root: str | None = None
+    for o, claimed in zip(live, shallow, strict=True):
+        if roots:
+            key = o.key
+            folder = key[: key.rfind("/") + 1]
+            if folder != last_dir:
+                last_dir = folder
+                root = _outermost_root(folder, roots)
         if root is not None:
-            units.setdefault(root, []).append(o)
-        elif claim is None:
+            members = units.get(root)
+            if members is None:
+                units[root] = [o]
+            else:
+                members.append(o)
+        elif claimed is None:
             loose.append(o)
         else:
-            pending.append(claim)
-            _, i, c = claim
+            pending.append(claimed)
+            _, i, c = claimed
             if not c.companion and (c.unit not in owner or i < owner[c.unit]):
                 owner[c.unit] = i
     for o, i, c in pending:
@@ -146,14 +164,51 @@ def classify_group(
             units.setdefault(o.key, []).append(o)
             owner[o.key] = i
 
-    ctx = Context(options, read_meta, {o.key: o for o in live}, trackers)
+    ctx = Context(options, read_meta, _KeyIndex(live), trackers)
+    registry = REGISTRY
     for unit, members in units.items():
-        members.sort(key=lambda m: m.key)
+        members.sort(key=_KEY)
         art = registry[owner[unit]].build(unit, members, ctx)
         _judge(art, options)
         out.append(art)
     out.extend(_loose(o, options) for o in loose)
     for art in out:
         art.run = run_key
-    out.sort(key=lambda a: (a.key, a.layout, a.members[0].obj.upload_id))
+    out.sort(key=_art_order)
     return out
+
+
+def _art_order(a: Artifact) -> tuple[str, str, str]:
+    return (a.key, a.layout, a.members[0].obj.upload_id)
+
+
+_KEY = attrgetter("key")
+_CLAIMS = tuple((i, d.claim) for i, d in enumerate(REGISTRY))
+_LOOKERS = tuple((i, d.claim) for i, d in enumerate(REGISTRY) if d.looks_up)
+
+
+class _KeyIndex(Mapping[str, CatalogObject]):
+    """The group's objects by key, built on first use (most groups never look one up)."""
+
+    __slots__ = ("_map", "_objs")
+
+    def __init__(self, objs: list[CatalogObject]) -> None:
+        self._objs = objs
+        self._map: dict[str, CatalogObject] | None = None
+
+    def _get_map(self) -> dict[str, CatalogObject]:
+        if self._map is None:
+            self._map = {o.key: o for o in self._objs}
+        return self._map
+
+    def __getitem__(self, key: str) -> CatalogObject:
+        return self._get_map()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._get_map().get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get_map())
+
+    def __len__(self) -> int:
+        return len(self._get_map())

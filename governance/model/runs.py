@@ -68,6 +68,10 @@ class TemplateMatcher:
         ]
         self._last: tuple[str, dict[str, str]] | None = None
 
+    def stable_prefix(self) -> str | None:
+        """The prefix every key under which `match` answers as it did last, or None."""
+        return self._last[0] if self._last is not None else None
+
     def match(self, key: str) -> tuple[str, dict[str, str]] | None:
         """(run prefix, attributes) of the first template that matches `key`."""
         if not self.templates:

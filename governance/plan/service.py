@@ -118,13 +118,42 @@ def make_plan(
     for attempt in range(_ID_ATTEMPTS):
         try:
             save_plan(engine, plan)
-            return plan
         except IntegrityError:
             # Two plans in the same second drew the same 16 random bits: draw again.
             if attempt == _ID_ATTEMPTS - 1:
                 raise
             plan.plan_id = new_plan_id(created_at)
+            continue
+        _audit_new_plan(engine, plan)
+        return plan
     raise AssertionError("unreachable")
+
+
+def _audit_new_plan(engine: Engine, plan: Plan) -> None:
+    """The `plan` audit event: what was planned, by whom, and the fingerprint approvals bind to."""
+    from governance.audit import record_now
+
+    s = plan.summary
+    record_now(
+        engine,
+        "plan",
+        actor=plan.created_by,
+        plan_id=plan.plan_id,
+        at=plan.created_at,
+        payload={
+            "fingerprint": plan.fingerprint,
+            "status": plan.status.value,
+            "as_of": plan.as_of,
+            "policy_path": plan.policy_path,
+            "policy_sha256": plan.policy_sha256,
+            "actions": s.actions,
+            "objects": s.objects,
+            "bytes_deleted": s.bytes_deleted,
+            "bytes_transitioned": s.bytes_transitioned,
+            "bytes_archived": s.bytes_archived,
+            "refusal": plan.refusal,
+        },
+    )
 
 
 def explain_uri(engine: Engine, policy: Policy, as_of: datetime, uri: str) -> Explanation:

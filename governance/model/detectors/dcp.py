@@ -6,6 +6,8 @@ Model and optimizer state share the shard files: such a checkpoint cannot be str
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from governance.model.detectors.base import (
     Claim,
     Context,
@@ -19,6 +21,7 @@ from governance.model.detectors.base import (
 from governance.model.types import Artifact, CatalogObject, Component, Kind
 
 
+@lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def dcp_component(name: str) -> Component:
     """`.distcp` shards hold the tensors; everything else describes them."""
     return Component.WEIGHTS if name.endswith(".distcp") else Component.METADATA

@@ -11,6 +11,7 @@ folder are small metadata artifacts of their own.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from governance.model.detectors.base import (
     Claim,
@@ -30,6 +31,7 @@ _OPTIM = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 _TAG_STEP = re.compile(r"global_step(\d+)")
 
 
+@lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def ds_component(name: str) -> Component:
     """Model states are weights; ZeRO partitions are optimizer state."""
     if name.endswith("optim_states.pt"):

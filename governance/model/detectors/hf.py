@@ -10,6 +10,7 @@ A Trainer run under DeepSpeed or FSDP nests its state (`global_step<N>/`,
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from governance.model.detectors.base import (
     Claim,
@@ -40,6 +41,7 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".h5", ".msgpack", ".distcp", "model
 _META_SUFFIXES = (".json", ".txt", ".model", ".yaml", ".yml", ".py", ".md", ".jinja", ".tiktoken")
 
 
+@lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def hf_component(name: str) -> Component:
     """Role of a file inside a Trainer checkpoint or an exported model folder."""
     base = name.rpartition("/")[2]

@@ -9,6 +9,8 @@ after a save, so an iteration past the tracker is unfinished; the dist form also
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from governance.model.detectors.base import (
     Claim,
     Context,
@@ -25,6 +27,7 @@ from governance.model.types import Artifact, CatalogObject, Component, Kind
 TRACKER = "latest_checkpointed_iteration.txt"
 
 
+@lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def megatron_component(name: str) -> Component:
     """`distrib_optim.pt` is optimizer state; the shards and `model_optim_rng.pt` are weights."""
     base = name.rpartition("/")[2]

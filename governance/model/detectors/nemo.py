@@ -8,6 +8,8 @@ A NeMo 2 folder is complete with both `weights/` (with `.metadata` when it has s
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from governance.model.detectors.base import (
     Claim,
     Context,
@@ -21,6 +23,7 @@ from governance.model.metrics import name_metrics
 from governance.model.types import Artifact, CatalogObject, Component, Kind
 
 
+@lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def nemo_component(name: str) -> Component:
     """Shards under `weights/` are weights; `context/` and shard metadata are metadata."""
     if name.startswith("weights/") and name.endswith(".distcp"):

@@ -10,6 +10,8 @@ Orbax saves into `<name>.orbax-checkpoint-tmp-<ts>` and renames; on stores witho
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from governance.model.detectors.base import (
     Claim,
     Context,
@@ -35,6 +37,7 @@ def _is_step_name(name: str) -> bool:
     return bool(sep and head and tail.isdigit() and not head.startswith("ocdbt.process"))
 
 
+@lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def orbax_component(name: str) -> Component:
     """Items named like optimizer state are optimizer; top-level files are metadata."""
     item, sep, rest = name.partition("/")

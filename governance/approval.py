@@ -1,0 +1,474 @@
+"""The plan state machine: who may approve or veto a plan, and when it may be applied.
+
+The rules are the policy's `approval` block frozen into the plan (`plan.controls`), so
+editing the policy after review changes nothing. The effective state is derived from the
+`approvals` rows, never trusted from the plan's status column alone: an approval counts
+only for the fingerprint it was given for, so a plan whose actions changed is unapproved.
+
+    pending_approval --approve (N distinct identities)--> approved --expires_after--> expired
+          |  \\__ notice mode: applicable once notice_period has passed, unless vetoed
+          +--reject (anyone, any time before apply)--> rejected
+
+A plan none of whose actions is in `require_for` is approved on creation. A plan counts as
+approved at the moment its last needed approval came (or its creation, or the end of the
+notice period) and expires `expires_after` later. Time is always passed in as `now`.
+
+Writes lock the plan row first (a no-op UPDATE: a row lock on PostgreSQL, the write lock
+on SQLite), then read, decide and write in that one transaction, so two approvers at once
+both count and a veto cannot be overwritten by a late approval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select, text, update
+from sqlalchemy.engine import Connection, Engine
+
+from governance import audit
+from governance.catalog.approval_tables import ApprovalRow
+from governance.catalog.tables import PlanActionRow, PlanRow
+from governance.errors import (
+    ApprovalError,
+    ArgumentError,
+    CatalogError,
+    PlanExpiredError,
+    RefusedError,
+    UnknownPlanError,
+)
+from governance.plan.types import Plan, PlanStatus
+from governance.policy.models import Approval
+
+_P = PlanRow.__table__  # type: ignore[attr-defined]
+_A = PlanActionRow.__table__  # type: ignore[attr-defined]
+_R = ApprovalRow.__table__  # type: ignore[attr-defined]
+
+APPROVE, REJECT = "approve", "reject"
+SYSTEM_ACTOR = "govern"  # who expires a plan
+_FINAL = (PlanStatus.REFUSED, PlanStatus.REJECTED, PlanStatus.EXPIRED, PlanStatus.APPLIED)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One row of `approvals`."""
+
+    decision: str  # approve | reject
+    actor: str
+    fingerprint: str
+    comment: str | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFacts:
+    """What the state machine needs of a plan (read in the deciding transaction)."""
+
+    plan_id: str
+    fingerprint: str
+    status: PlanStatus
+    created_at: datetime
+    created_by: str
+    refusal: str | None
+    rules: Approval
+    kinds: frozenset[tuple[str, bool]]  # (action type, destructive) present in the plan
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalState:
+    """A plan's effective approval state at `now`.
+
+    `status` is effective: `approved` once enough matching approvals exist (or the notice
+    period is over), `expired` once past `expires_at`, even before the catalog says so.
+    `needed` is 0 when nothing needs approval or in notice mode.
+    """
+
+    plan_id: str
+    status: PlanStatus
+    stored_status: PlanStatus
+    fingerprint: str
+    mode: str  # approve | notice
+    created_by: str
+    approvers: tuple[str, ...]  # distinct identities whose approval matches the fingerprint
+    needed: int
+    approved_at: datetime | None  # when it became approved (last approval, creation, notice end)
+    expires_at: datetime | None
+    applicable_after: datetime | None  # notice mode: end of the notice period
+    applicable: bool  # the whole plan may be applied now
+    non_destructive_needs_approval: bool  # False: --only-non-destructive may run while pending
+    rejected_by: str | None = None
+    reasons: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """One line for people: `approved by alice (1 of 1); applicable until 2026-12-03 02:15Z`."""
+        who = ", ".join(self.approvers) or "nobody yet"
+        until = f"; applicable until {when(self.expires_at)}" if self.expires_at else ""
+        if self.status in (PlanStatus.REFUSED, PlanStatus.REJECTED, PlanStatus.EXPIRED):
+            return f"{self.status}: {self.reasons[0]}" if self.reasons else str(self.status)
+        if self.status is PlanStatus.APPLIED:
+            return "applied"
+        if self.mode == "notice" and self.applicable_after is not None:
+            if self.applicable:
+                return f"notice period over since {when(self.applicable_after)}{until}"
+            return (
+                f"in its notice period: applicable from {when(self.applicable_after)} "
+                "unless vetoed (govern reject)"
+            )
+        if self.needed == 0:
+            return f"approved on creation: no action in it needs approval{until}"
+        count = f"({len(self.approvers)} of {self.needed})"
+        if self.applicable:
+            prefix = "approved" if self.status is PlanStatus.APPROVED else str(self.status)
+            return f"{prefix} by {who} {count}{until}"
+        more = self.needed - len(self.approvers)
+        return f"approved by {who} {count}; needs {more} more approver{'s' * (more != 1)}"
+
+
+def when(moment: datetime | None) -> str:
+    """`2026-12-03 02:15Z`: minutes are enough for people."""
+    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%MZ")
+
+
+# ----------------------------------------------------------------------------- deriving
+
+
+def rules_of(controls: dict[str, Any] | None, plan_id: str = "") -> Approval:
+    """The plan's frozen approval rules; an empty controls dict means the policy defaults."""
+    try:
+        return Approval.model_validate((controls or {}).get("approval") or {})
+    except ValidationError as exc:
+        raise CatalogError(f"plan {plan_id}: its frozen approval rules are invalid: {exc}") from exc
+
+
+def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> ApprovalState:
+    """The effective state from the plan, its decisions (oldest first) and the time. Pure."""
+    rules = facts.rules
+    requiring = sorted({a for a, _ in facts.kinds if a in rules.require_for})
+    nd_requiring = any(a in rules.require_for for a, d in facts.kinds if not d)
+    notice = rules.mode == "notice" and bool(requiring)
+    needed = rules.approvers if requiring and not notice else 0
+    reasons: list[str] = []
+
+    approvers: list[str] = []
+    approved_at: datetime | None = None
+    stale = 0
+    for d in decisions:
+        if d.decision != APPROVE or d.actor in approvers:
+            continue
+        if d.fingerprint != facts.fingerprint:
+            stale += 1
+            continue
+        if d.actor == facts.created_by and not rules.allow_self_approval:
+            continue
+        approvers.append(d.actor)
+        if len(approvers) == needed:
+            approved_at = d.at
+    if stale:
+        reasons.append(f"{stale} approval(s) given for another fingerprint ignored")
+
+    applicable_after = facts.created_at + rules.notice_period if notice else None
+    completed = facts.created_at if not requiring else applicable_after if notice else approved_at
+    expires_at = completed + rules.expires_after if completed is not None else None
+    rejection = next((d for d in reversed(decisions) if d.decision == REJECT), None)
+
+    stored = facts.status
+    applicable = False
+    if stored in _FINAL:
+        status = stored
+        if stored is PlanStatus.REFUSED:
+            reasons.insert(0, facts.refusal or "over a safety limit")
+        elif stored is PlanStatus.REJECTED and rejection is not None:
+            reasons.insert(
+                0,
+                f"vetoed by {rejection.actor} at {when(rejection.at)}: "
+                f"{rejection.comment or 'no comment'}",
+            )
+        elif stored is PlanStatus.EXPIRED:
+            reasons.insert(0, f"its approval expired at {when(expires_at)}")
+    elif expires_at is not None and now >= expires_at:
+        status = PlanStatus.EXPIRED
+        reasons.insert(0, f"its approval expired at {when(expires_at)}")
+    elif completed is not None and now >= completed:
+        status = stored if stored is PlanStatus.PARTIALLY_APPLIED else PlanStatus.APPROVED
+        applicable = True
+    else:
+        status = stored if stored is PlanStatus.PARTIALLY_APPLIED else PlanStatus.PENDING_APPROVAL
+        if stored is PlanStatus.APPROVED:
+            reasons.append(
+                f"the catalog says approved, but only {len(approvers)} of {needed} approvals "
+                "match the plan's fingerprint"
+            )
+    return ApprovalState(
+        plan_id=facts.plan_id,
+        status=status,
+        stored_status=stored,
+        fingerprint=facts.fingerprint,
+        mode=rules.mode,
+        created_by=facts.created_by,
+        approvers=tuple(approvers),
+        needed=needed,
+        approved_at=completed,
+        expires_at=expires_at,
+        applicable_after=applicable_after,
+        applicable=applicable,
+        non_destructive_needs_approval=nd_requiring,
+        rejected_by=rejection.actor if rejection is not None else None,
+        reasons=tuple(reasons),
+    )
+
+
+# ----------------------------------------------------------------------------- catalog
+
+
+def _unknown(plan_id: str) -> UnknownPlanError:
+    return UnknownPlanError(f"no plan {plan_id!r} in the catalog; `govern plans` lists them")
+
+
+def _lock_plan(conn: Connection, plan_id: str) -> None:
+    """Serialize deciders on this plan before anything is read (see the module docstring)."""
+    changed = conn.execute(
+        text("UPDATE plans SET status = status WHERE plan_id = :p"), {"p": plan_id}
+    ).rowcount
+    if not changed:
+        raise _unknown(plan_id)
+
+
+def _read(conn: Connection, plan_id: str) -> tuple[PlanFacts, list[Decision]]:
+    row = conn.execute(select(_P).where(_P.c.plan_id == plan_id)).mappings().first()
+    if row is None:
+        raise _unknown(plan_id)
+    kinds = frozenset(
+        (str(a), bool(d))
+        for a, d in conn.execute(
+            select(_A.c.action, _A.c.destructive).where(_A.c.plan_id == plan_id).distinct()
+        )
+    )
+    facts = PlanFacts(
+        plan_id=plan_id,
+        fingerprint=row["fingerprint"],
+        status=PlanStatus(row["status"]),
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        refusal=row["refusal"],
+        rules=rules_of(row["controls"], plan_id),
+        kinds=kinds,
+    )
+    decisions = [
+        Decision(r["decision"], r["actor"], r["fingerprint"], r["comment"], r["at"])
+        for r in conn.execute(
+            select(_R).where(_R.c.plan_id == plan_id).order_by(_R.c.at, _R.c.id)
+        ).mappings()
+    ]
+    return facts, decisions
+
+
+def _set_status(conn: Connection, plan_id: str, status: PlanStatus) -> None:
+    """`catalog.plans.set_plan_status`, but inside the deciding transaction."""
+    conn.execute(update(_P).where(_P.c.plan_id == plan_id).values(status=status.value))
+
+
+def _insert(conn: Connection, plan_id: str, decision: Decision) -> None:
+    conn.execute(_R.insert(), [{"plan_id": plan_id, **asdict(decision)}])
+
+
+def _aware(now: datetime) -> None:
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware (UTC)")
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def approval_state(engine: Engine, plan_id: str, now: datetime) -> ApprovalState:
+    """The plan's effective state at `now` (reads only)."""
+    _aware(now)
+    with engine.connect() as conn:
+        facts, decisions = _read(conn, plan_id)
+    return derive(facts, decisions, now)
+
+
+def approve(
+    engine: Engine, plan_id: str, *, actor: str, comment: str | None, now: datetime
+) -> ApprovalState:
+    """Record `actor`'s approval of the plan as it is now (its fingerprint); returns the state.
+
+    Approving twice, or a plan already approved, records nothing and says so in `reasons`.
+    ApprovalError: the plan is refused, rejected, expired or applied; it is in notice mode;
+    or `actor` made it and self-approval is not allowed.
+    """
+    _aware(now)
+    with engine.begin() as conn:
+        _lock_plan(conn, plan_id)
+        facts, decisions = _read(conn, plan_id)
+        state = derive(facts, decisions, now)
+        if state.status in _FINAL:
+            detail = f" ({state.reasons[0]})" if state.reasons else ""
+            raise ApprovalError(
+                f"plan {plan_id} is {state.status}{detail}: it cannot be approved; make a new plan"
+            )
+        if state.mode == "notice" and state.applicable_after is not None:
+            raise ApprovalError(
+                f"plan {plan_id} is in notice mode: it needs no approval and becomes applicable "
+                f"at {when(state.applicable_after)} unless vetoed with govern reject"
+            )
+        if state.needed == 0:
+            return _note(state, "no action in this plan needs approval; nothing recorded")
+        if actor == facts.created_by and not facts.rules.allow_self_approval:
+            raise ApprovalError(
+                f"{actor} made plan {plan_id} and the policy does not allow self-approval "
+                "(approval.allow_self_approval: false): another identity must approve it"
+            )
+        if actor in state.approvers:
+            return _note(
+                state,
+                f"{actor} has already approved this plan; an identity counts once "
+                f"({len(state.approvers)} of {state.needed})",
+            )
+        if state.applicable:
+            return _note(state, f"already approved; {actor}'s approval not recorded")
+        mine = Decision(APPROVE, actor, facts.fingerprint, comment, now)
+        _insert(conn, plan_id, mine)
+        new = derive(facts, [*decisions, mine], now)
+        if new.applicable and facts.status in (PlanStatus.PENDING_APPROVAL, PlanStatus.APPROVED):
+            _set_status(conn, plan_id, PlanStatus.APPROVED)
+            new = replace(new, stored_status=PlanStatus.APPROVED)
+        audit.record(
+            conn,
+            "approve",
+            actor=actor,
+            plan_id=plan_id,
+            at=now,
+            payload={
+                "fingerprint": facts.fingerprint,
+                "comment": comment,
+                "approvers": list(new.approvers),
+                "needed": new.needed,
+                "status": new.status.value,
+                "expires_at": new.expires_at,
+            },
+        )
+    return new
+
+
+def reject(
+    engine: Engine, plan_id: str, *, actor: str, comment: str, now: datetime
+) -> ApprovalState:
+    """Veto the plan (anyone may, the planner too, until it is applied); it stays rejected."""
+    _aware(now)
+    if not comment or not comment.strip():
+        raise ArgumentError("a rejection needs a comment saying why (--comment)")
+    with engine.begin() as conn:
+        _lock_plan(conn, plan_id)
+        facts, decisions = _read(conn, plan_id)
+        if facts.status in _FINAL:
+            raise ApprovalError(f"plan {plan_id} is already {facts.status}: nothing to reject")
+        mine = Decision(REJECT, actor, facts.fingerprint, comment.strip(), now)
+        _insert(conn, plan_id, mine)
+        _set_status(conn, plan_id, PlanStatus.REJECTED)
+        audit.record(
+            conn,
+            "reject",
+            actor=actor,
+            plan_id=plan_id,
+            at=now,
+            payload={
+                "fingerprint": facts.fingerprint,
+                "comment": mine.comment,
+                "previous_status": facts.status.value,
+            },
+        )
+    return derive(replace(facts, status=PlanStatus.REJECTED), [*decisions, mine], now)
+
+
+def check_applicable(
+    engine: Engine, plan_id: str, *, now: datetime, destructive: bool, actor: str = SYSTEM_ACTOR
+) -> ApprovalState:
+    """Refuse unless the plan may be applied now; returns its state when it may.
+
+    `destructive=False` (apply --only-non-destructive): a pending plan whose non-destructive
+    actions need no approval may proceed. A plan found past its expiry is marked `expired`
+    (audited as `actor`) before PlanExpiredError is raised.
+    """
+    _aware(now)
+    with engine.connect() as conn:
+        facts, decisions = _read(conn, plan_id)
+    state = derive(facts, decisions, now)
+    reason = state.reasons[0] if state.reasons else ""
+    if state.status is PlanStatus.REFUSED:
+        raise RefusedError(f"plan {plan_id} was refused ({reason}): it cannot be applied")
+    if state.status is PlanStatus.REJECTED:
+        raise ApprovalError(f"plan {plan_id} was rejected ({reason}): it cannot be applied")
+    if state.status is PlanStatus.APPLIED:
+        raise ApprovalError(f"plan {plan_id} has already been applied")
+    if state.status is PlanStatus.EXPIRED:
+        if facts.status is not PlanStatus.EXPIRED:
+            _mark_expired(engine, plan_id, state, actor=actor, now=now)
+        raise PlanExpiredError(f"plan {plan_id} has expired: {reason}; make a new plan")
+    if state.applicable:
+        return state
+    if not destructive and not state.non_destructive_needs_approval:
+        ends = facts.created_at + facts.rules.expires_after
+        if now >= ends:
+            raise PlanExpiredError(
+                f"plan {plan_id}: its non-destructive actions needed no approval, but that "
+                f"expired at {when(ends)}; make a new plan"
+            )
+        return state
+    if state.applicable_after is not None:
+        raise ApprovalError(
+            f"plan {plan_id} is in its notice period until {when(state.applicable_after)}: "
+            "it becomes applicable then unless vetoed with govern reject"
+        )
+    more = state.needed - len(state.approvers)
+    has = f"approved by {', '.join(state.approvers)}" if state.approvers else "no approvals yet"
+    extra = f"; {'; '.join(state.reasons)}" if state.reasons else ""
+    raise ApprovalError(
+        f"plan {plan_id} is not approved: needs {more} more approver(s) ({has}, "
+        f"{len(state.approvers)} of {state.needed}){extra}; govern approve {plan_id}"
+    )
+
+
+def verify_fingerprint(plan: Plan) -> None:
+    """Refuse a loaded plan whose actions no longer hash to its fingerprint (edited rows):
+    approvals bind to the fingerprint, so apply must act only on what was approved."""
+    from governance.plan.fingerprint import fingerprint
+
+    actual = fingerprint(plan.actions, plan.kept)
+    if actual != plan.fingerprint:
+        raise ApprovalError(
+            f"plan {plan.plan_id}: its saved actions do not match its fingerprint "
+            f"({actual} != {plan.fingerprint}); the catalog was changed after review"
+        )
+
+
+def _note(state: ApprovalState, reason: str) -> ApprovalState:
+    return replace(state, reasons=(*state.reasons, reason))
+
+
+def _mark_expired(
+    engine: Engine, plan_id: str, seen: ApprovalState, *, actor: str, now: datetime
+) -> None:
+    """Write `expired` (and its audit event) unless the plan moved on meanwhile."""
+    with engine.begin() as conn:
+        _lock_plan(conn, plan_id)
+        facts, decisions = _read(conn, plan_id)
+        if derive(facts, decisions, now).status is not PlanStatus.EXPIRED:
+            return
+        if facts.status in _FINAL:
+            return
+        _set_status(conn, plan_id, PlanStatus.EXPIRED)
+        audit.record(
+            conn,
+            "expire",
+            actor=actor,
+            plan_id=plan_id,
+            at=now,
+            payload={
+                "fingerprint": facts.fingerprint,
+                "expires_at": seen.expires_at,
+                "previous_status": facts.status.value,
+            },
+        )

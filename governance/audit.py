@@ -1,0 +1,292 @@
+"""The audit log: append-only events, each hash-chained to the one before it.
+
+Every event's `hash` is the SHA-256 of a canonical JSON of its id, time, name, actor,
+plan, payload and the previous event's hash, so editing an event breaks its own hash and
+deleting one breaks the next event's link; `verify` walks the chain and names the first
+event of each break. The chain shows tampering, it does not prevent it: whoever can write
+the catalog can rewrite the whole log. Keep a copy elsewhere (or a database role that may
+only INSERT) where that matters.
+
+Appends serialize, so the chain never forks: on PostgreSQL an advisory transaction lock is
+taken before the last hash is read; on SQLite a (no-op) write statement takes the database
+write lock first. Ids are last id + 1, assigned under that lock: gapless, and a second
+writer that somehow read the same last event fails on the primary key instead of forking.
+
+    with engine.begin() as conn:       # the caller's transaction: the event commits with it
+        record(conn, "approve", actor="bob", plan_id="p-...", payload={"comment": "ok"})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection, Engine
+
+from governance.catalog.approval_tables import AuditEventRow
+from governance.catalog.bulk import insert_many
+
+_E = AuditEventRow.__table__  # type: ignore[attr-defined]
+
+EVENTS = frozenset(
+    {
+        "plan",
+        "approve",
+        "reject",
+        "expire",
+        "apply_start",
+        "action",
+        "apply_end",
+        "restore",
+        "purge",
+    }
+)
+GENESIS = "0" * 64  # the previous hash of the first event
+_PG_LOCK_KEY = 0x676F7665726E  # "govern" in ASCII: one advisory lock for the audit chain
+_MAX_PROBLEMS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One stored event, as read back."""
+
+    id: int
+    at: datetime
+    event: str
+    actor: str
+    plan_id: str | None
+    payload: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event to append with `record_many` (`at` None: the time of the call)."""
+
+    event: str
+    actor: str
+    plan_id: str | None = None
+    payload: dict[str, Any] | None = None
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """`ok` when every event's hash and link check out; `problems` names each break."""
+
+    checked: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# ----------------------------------------------------------------------------- hashing
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, set | frozenset | tuple):
+        return sorted(value) if isinstance(value, set | frozenset) else list(value)
+    if isinstance(value, Enum):
+        return value.value
+    raise TypeError(f"audit payload value of type {type(value).__name__} is not JSON")
+
+
+def normalize_payload(payload: dict[str, Any] | None) -> dict[str, Any]:
+    """The payload exactly as it reads back from a JSON column (datetimes as ISO strings).
+
+    Hashing the stored form, not the caller's objects, keeps `verify` reproducible.
+    """
+    if not payload:
+        return {}
+    text_ = json.dumps(payload, default=_json_default, allow_nan=False, ensure_ascii=False)
+    normalized: dict[str, Any] = json.loads(text_)
+    return normalized
+
+
+def iso(moment: datetime) -> str:
+    """UTC, microseconds always written: the form the hash covers."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime in the audit log; use timezone-aware UTC")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def event_hash(
+    id_: int,
+    at: datetime,
+    event: str,
+    actor: str,
+    plan_id: str | None,
+    payload: dict[str, Any],
+    prev_hash: str,
+) -> str:
+    """SHA-256 (hex) of the canonical JSON of an event: sorted keys, no spaces, UTF-8."""
+    doc = {
+        "id": id_,
+        "at": iso(at),
+        "event": event,
+        "actor": actor,
+        "plan_id": plan_id,
+        "payload": payload,
+        "prev_hash": prev_hash,
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- appending
+
+
+def _lock_chain(conn: Connection) -> None:
+    """Serialize appenders before the last event is read (see the module docstring)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+    elif conn.dialect.name == "sqlite":
+        # Any write statement makes pysqlite BEGIN and SQLite take the write lock (waiting
+        # busy_timeout for another writer); the read below then sees the newest commit.
+        conn.execute(text("DELETE FROM audit_events WHERE 0 = 1"))
+
+
+def _last(conn: Connection) -> tuple[int, str]:
+    row = conn.execute(select(_E.c.id, _E.c.hash).order_by(_E.c.id.desc()).limit(1)).first()
+    return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+
+
+def _check_name(event: str) -> None:
+    if event not in EVENTS:
+        raise ValueError(f"unknown audit event {event!r}; one of {', '.join(sorted(EVENTS))}")
+
+
+def record(
+    conn: Connection,
+    event: str,
+    *,
+    actor: str,
+    plan_id: str | None = None,
+    payload: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> int:
+    """Append one event inside the caller's transaction; returns its id.
+
+    It commits or rolls back with the caller's work, so an approval and its audit event
+    are never separated. Record audit events after locking any plan row you update
+    (approval does): one lock order keeps PostgreSQL free of deadlocks.
+    """
+    ids = record_many(conn, [NewEvent(event, actor, plan_id, payload, at)])
+    return ids[0]
+
+
+def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
+    """Append a batch in order inside the caller's transaction, chained, with executemany.
+
+    For apply's one `action` event per action: tens of thousands take one lock, one read
+    and chunked inserts. Returns the ids given (a range; empty when `rows` is).
+    """
+    _lock_chain(conn)
+    last_id, last_hash = _last(conn)
+    default_at = datetime.now(UTC)
+
+    def chained() -> Iterator[dict[str, Any]]:
+        id_, prev = last_id, last_hash
+        for row in rows:
+            _check_name(row.event)
+            at = row.at or default_at
+            payload = normalize_payload(row.payload)
+            id_ += 1
+            digest = event_hash(id_, at, row.event, row.actor, row.plan_id, payload, prev)
+            yield {
+                "id": id_,
+                "at": at,
+                "event": row.event,
+                "actor": row.actor,
+                "plan_id": row.plan_id,
+                "payload": payload,
+                "prev_hash": prev,
+                "hash": digest,
+            }
+            prev = digest
+
+    count = insert_many(conn, _E, chained())
+    return range(last_id + 1, last_id + 1 + count)
+
+
+def record_now(engine: Engine, event: str, **kw: Any) -> int:
+    """`record` in a transaction of its own (committed on return)."""
+    with engine.begin() as conn:
+        return record(conn, event, **kw)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _from_row(row: Any) -> AuditEvent:
+    return AuditEvent(
+        id=int(row["id"]),
+        at=row["at"],
+        event=row["event"],
+        actor=row["actor"],
+        plan_id=row["plan_id"],
+        payload=dict(row["payload"] or {}),
+        prev_hash=row["prev_hash"],
+        hash=row["hash"],
+    )
+
+
+def iter_events(engine: Engine, plan_id: str | None = None) -> Iterator[AuditEvent]:
+    """Events in id order, streamed (the log grows by one row per applied action)."""
+    query = select(_E).order_by(_E.c.id)
+    if plan_id is not None:
+        query = query.where(_E.c.plan_id == plan_id)
+    with engine.connect() as conn:
+        for row in conn.execution_options(yield_per=2000).execute(query).mappings():
+            yield _from_row(row)
+
+
+def events(engine: Engine, plan_id: str | None = None) -> list[AuditEvent]:
+    """Every event (of one plan, when given), oldest first."""
+    return list(iter_events(engine, plan_id))
+
+
+def verify(engine: Engine) -> VerifyResult:
+    """Walk the whole chain: each event's hash must match its content, each link its
+    predecessor. Editing event 17 reports 17; deleting it reports 18 (the broken link).
+
+    Deleting the newest events leaves a shorter chain that still verifies: compare the
+    count with one you kept (`checked`) where that matters.
+    """
+    problems: list[str] = []
+    checked = 0
+    prev_id: int | None = None
+    prev_hash = GENESIS
+    for ev in iter_events(engine):
+        checked += 1
+        if ev.prev_hash != prev_hash or (prev_id is None and ev.id != 1):
+            if prev_id is None:
+                problems.append(
+                    f"event {ev.id}: previous hash does not match the start of the log (deleted?)"
+                )
+            else:
+                why = "deleted?" if ev.id != prev_id + 1 else "edited?"
+                problems.append(
+                    f"event {ev.id}: previous hash does not match event {prev_id} ({why})"
+                )
+        expected = event_hash(
+            ev.id, ev.at, ev.event, ev.actor, ev.plan_id, ev.payload, ev.prev_hash
+        )
+        if expected != ev.hash:
+            problems.append(f"event {ev.id}: hash does not match its content (edited?)")
+        prev_id, prev_hash = ev.id, ev.hash
+    if len(problems) > _MAX_PROBLEMS:
+        more = len(problems) - _MAX_PROBLEMS
+        problems = [*problems[:_MAX_PROBLEMS], f"... and {more} more"]
+    return VerifyResult(checked=checked, problems=problems)

@@ -1,0 +1,171 @@
+"""`govern approve`, `govern reject`, `govern audit`: the approval workflow and its log.
+
+Thin adapters: the acting identity is `--as` / GOVERN_USER / the OS user (a claim, not an
+authentication: see docs/operations.md), the clock is read here and passed down.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from governance.cli.context import AppContext, pass_app
+from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
+from governance.errors import EXIT_FAILED
+
+if TYPE_CHECKING:
+    from governance.approval import ApprovalState
+    from governance.audit import AuditEvent
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def state_document(state: ApprovalState) -> dict[str, Any]:
+    """An approval state as JSON data (`govern approve/reject --format json`)."""
+    return {
+        "plan_id": state.plan_id,
+        "status": state.status.value,
+        "stored_status": state.stored_status.value,
+        "fingerprint": state.fingerprint,
+        "mode": state.mode,
+        "created_by": state.created_by,
+        "approvers": list(state.approvers),
+        "needed": state.needed,
+        "approved_at": state.approved_at,
+        "expires_at": state.expires_at,
+        "applicable_after": state.applicable_after,
+        "applicable": state.applicable,
+        "rejected_by": state.rejected_by,
+        "reasons": list(state.reasons),
+        "summary": state.summary(),
+    }
+
+
+def _print_state(state: ApprovalState, fmt: str) -> None:
+    if fmt == "json":
+        emit_json(state_document(state))
+        return
+    click.echo(f"plan {state.plan_id}: {state.summary()}")
+    for reason in state.reasons:
+        if reason not in state.summary():
+            click.echo(f"  {reason}")
+
+
+@click.command()
+@click.argument("plan_id")
+@click.option("--comment", metavar="TEXT", help="Why; kept with the approval and in the audit log.")
+@format_option("table", "json")
+@pass_app
+def approve(app: AppContext, plan_id: str, comment: str | None, fmt: str) -> None:
+    """Approve a saved plan as the acting identity (--as NAME).
+
+    The approval binds to the plan's fingerprint. Exit 3 when refused (self-approval,
+    rejected, expired, refused or applied plan), 2 for an unknown plan.
+    """
+    from governance.approval import approve as do_approve
+
+    state = do_approve(
+        app.engine, plan_id, actor=app.settings.identity, comment=comment, now=_now()
+    )
+    _print_state(state, fmt)
+
+
+@click.command()
+@click.argument("plan_id")
+@click.option("--comment", metavar="TEXT", required=True, help="Why the plan is vetoed.")
+@format_option("table", "json")
+@pass_app
+def reject(app: AppContext, plan_id: str, comment: str, fmt: str) -> None:
+    """Veto a saved plan: it can then never be approved or applied."""
+    from governance.approval import reject as do_reject
+
+    state = do_reject(app.engine, plan_id, actor=app.settings.identity, comment=comment, now=_now())
+    _print_state(state, fmt)
+
+
+@click.command()
+@click.option("--plan", "plan_id", metavar="ID", help="Only this plan's events.")
+@click.option("--verify", is_flag=True, help="Check the whole hash chain; exit 1 when broken.")
+@format_option("table", "json")
+@pass_app
+def audit(app: AppContext, plan_id: str | None, verify: bool, fmt: str) -> None:
+    """The audit log, oldest first; --verify checks its hash chain (always the whole log)."""
+    from governance import audit as log
+
+    if verify:
+        result = log.verify(app.engine)
+        if fmt == "json":
+            emit_json({"ok": result.ok, "checked": result.checked, "problems": result.problems})
+        elif result.ok:
+            click.echo(f"audit chain OK: {result.checked:,} events")
+        else:
+            click.echo(f"audit chain BROKEN ({result.checked:,} events checked):")
+            for problem in result.problems:
+                click.echo(f"  {problem}")
+        if not result.ok:
+            raise click.exceptions.Exit(EXIT_FAILED)
+        return
+    found = log.iter_events(app.engine, plan_id)
+    if fmt == "json":
+        emit_json_array(_event_document(ev) for ev in found)
+        return
+    _print_events(list(found))
+
+
+def _event_document(ev: AuditEvent) -> dict[str, Any]:
+    return {
+        "id": ev.id,
+        "at": ev.at,
+        "event": ev.event,
+        "actor": ev.actor,
+        "plan_id": ev.plan_id,
+        "payload": ev.payload,
+        "prev_hash": ev.prev_hash,
+        "hash": ev.hash,
+    }
+
+
+def _print_events(found: list[AuditEvent]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    console = stdout_console()
+    if not found:
+        console.print("no audit events")
+        return
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("event", no_wrap=True)
+    table.add_column("actor")
+    table.add_column("plan", no_wrap=True)
+    table.add_column("details", overflow="fold")
+    for ev in found:
+        table.add_row(
+            str(ev.id),
+            ev.at.strftime("%Y-%m-%d %H:%M"),
+            ev.event,
+            Text(ev.actor),
+            ev.plan_id or "-",
+            Text(_details(ev.payload)),
+        )
+    console.print(table)
+
+
+_QUIET_KEYS = frozenset({"fingerprint", "as_of", "policy_path", "policy_sha256", "expires_at"})
+
+
+def _details(payload: dict[str, Any], width: int = 120) -> str:
+    """`key=value` for what a person scans for; hashes and paths stay in --format json."""
+    parts = [
+        f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+        for k, v in payload.items()
+        if k not in _QUIET_KEYS and (v is False or v not in (None, "", [], {}, 0))
+    ]
+    text = " ".join(parts)
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""Benchmark planning against reading the same rows from the catalog, in one run.
+
+From the issue: "A catalog of 1,000,000 objects in 10,000 runs with 50 checkpoints each:
+the time to plan against the time to read those rows from the catalog, and the plan's
+peak memory. Target: within 3x of the raw read; memory bounded by the plan's size, not
+the catalog's."
+
+1. **Catalog.** A real SQLite catalog (`open_engine`: the migrated schema) with one root
+   `s3://bench-plan/`, one complete scan and the object rows, bulk-inserted with Core
+   `executemany`: R runs (`--runs`, default 10,000) under `{team}/{project}/runs/{run}/`
+   with C checkpoints each (`--checkpoints`, default 50; `--n` objects in all sets
+   C = n / runs / 2). A checkpoint is two objects, a DeepSpeed tag
+   `global_step<N>/mp_rank_00_model_states.pt` (weights, 4 GB) and
+   `global_step<N>/zero_pp_rank_0_mp_rank_00_optim_states.pt` (optimizer, 12 GB), steps
+   1000 apart, saves 2 hours apart; each run has DeepSpeed's `latest` (naming its last
+   tag, so every tag is complete), 6 runs in 10 a `COMPLETED` marker and 1 in 10 a
+   `FAILED` marker; the others are running or abandoned by age. Runs start spread over
+   120 days before `AS_OF`. (Two objects per checkpoint cannot be a *complete* Hugging
+   Face checkpoint: the Trainer's needs `trainer_state.json` and `config.json` besides
+   the weights, and an incomplete checkpoint past the grace period is residue; a plan of
+   half a million residue deletes would measure nothing interesting.) The file goes to
+   `bench-out/plan/` (git-ignored) and is reused by a later run with the same sizes.
+2. **Phases**, each in its own child process (this script re-invoked with `--phase`), so
+   that each one's peak RSS is its own (`os.wait4` rusage, via `_common.run_measured`):
+   - *read*: `iter_live_objects(engine, root_id)` fully consumed (builds every
+     `CatalogObject`: "reading the rows");
+   - *plan*: what `plan.service.make_plan` does with the example policy
+     (`policies/retention.yaml` with its storage pointed at the root) at `AS_OF`:
+     `root_snapshots` + `build_plan` (classification streamed from the catalog, two
+     passes, then every decision), timed as *build*; then `save_plan`, timed as *save*,
+     into a scratch copy of the catalog (the benchmark catalog never grows). The peak RSS
+     after the build alone is reported too (`getrusage` in the child).
+   Seconds are measured inside the child around the phase only (no interpreter start-up,
+   imports or engine opening).
+
+Usage (from the repository root):
+
+    .venv/bin/python scripts/bench/plan.py                           # 1,000,000 / 10,000
+    .venv/bin/python scripts/bench/plan.py --n 100000 --runs 1000    # smoke check
+    .venv/bin/python scripts/bench/plan.py --json
+
+`--profile` prints a cProfile of the plan build (to stderr) instead of benchmarking.
+Exit status: 0, even when the target is missed; 1 when a phase failed; 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import BENCH_OUT, REPO_ROOT, Row, log, print_table, rows_as_json, run_measured
+
+LAYOUT_VERSION = 1
+ROOT_URL = "s3://bench-plan/"
+TEAMS = 10
+PROJECTS_PER_TEAM = 10
+AS_OF = datetime(2026, 11, 30, tzinfo=UTC)
+SPREAD = timedelta(days=120)
+SAVE_EVERY = timedelta(hours=2)
+STEP = 1000
+MODEL_BYTES = 4_000_000_000
+OPTIM_BYTES = 12_000_000_000
+TARGET_RATIO = 3.0
+EXAMPLE_POLICY = REPO_ROOT / "policies" / "retention.yaml"
+EXTRA_FIELDS = (
+    "actions",
+    "kept",
+    "action_objects",
+    "by_action",
+    "bytes_deleted",
+    "status",
+    "refusal",
+)
+
+
+# --------------------------------------------------------------------------- synthetic data
+
+
+def _us(t: datetime) -> int:
+    return int((t - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 1_000_000
+
+
+def generate(runs: int, checkpoints: int) -> Iterator[tuple[str, int, int]]:
+    """(key, size, last_modified µs) of the whole root, in any order."""
+    per_team = max(runs // TEAMS, 1)
+    for i in range(runs):
+        team = min(i // per_team, TEAMS - 1)
+        project = (i % per_team) * PROJECTS_PER_TEAM // per_team
+        prefix = f"team-{team:02d}/project-{project:02d}/runs/run-{i:06d}/"
+        # starts spread over SPREAD before AS_OF (a multiplicative hash: not sorted by i)
+        start = AS_OF - SPREAD + timedelta(minutes=(i * 7919) % int(SPREAD.total_seconds() // 60))
+        t = start
+        for k in range(checkpoints):
+            t = start + SAVE_EVERY * k
+            d = f"{prefix}global_step{(k + 1) * STEP}/"
+            lm = _us(t)
+            yield d + "mp_rank_00_model_states.pt", MODEL_BYTES, lm
+            yield d + "zero_pp_rank_0_mp_rank_00_optim_states.pt", OPTIM_BYTES, lm
+        end = _us(t + timedelta(minutes=5))
+        yield prefix + "latest", 16, end
+        if i % 10 == 0:
+            yield prefix + "FAILED", 0, end
+        elif i % 10 <= 6:
+            yield prefix + "COMPLETED", 0, end
+
+
+def catalog_path(runs: int, checkpoints: int) -> Path:
+    return BENCH_OUT / "plan" / f"catalog-r{runs}-c{checkpoints}-v{LAYOUT_VERSION}.db"
+
+
+def _live_count(engine: Any, root_id: int) -> int:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text("SELECT count(*) FROM objects WHERE root_id = :r AND gone_scan_id IS NULL"),
+                {"r": root_id},
+            ).scalar_one()
+        )
+
+
+def expected_objects(runs: int, checkpoints: int) -> int:
+    markers = sum(1 for i in range(runs) if i % 10 <= 6)
+    return runs * checkpoints * 2 + runs + markers
+
+
+def ensure_catalog(runs: int, checkpoints: int) -> Path:
+    """The catalog file for (runs, checkpoints): reused when complete, else built."""
+    from governance.catalog.engine import open_engine
+    from governance.catalog.roots import find_root, finish_scan, get_or_create_root, start_scan
+    from governance.catalog.tables import StoredObject
+
+    path = catalog_path(runs, checkpoints)
+    want = expected_objects(runs, checkpoints)
+    url = f"sqlite:///{path}"
+    if path.exists():
+        engine = open_engine(url)
+        root = find_root(engine, ROOT_URL)
+        count = _live_count(engine, root.id) if root is not None and root.id is not None else -1
+        engine.dispose()
+        if count == want:
+            log(f"reusing {path.relative_to(REPO_ROOT)} ({count:,} objects)")
+            return path
+        log(f"{path.name} holds {count:,} objects, not {want:,}: rebuilding")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    start = time.perf_counter()
+    engine = open_engine(url)
+    root_id = get_or_create_root(engine, ROOT_URL, "bench")
+    scan_id = start_scan(engine, root_id, "bench")
+    table = StoredObject.__table__  # type: ignore[attr-defined]
+    batch: list[dict[str, Any]] = []
+    written = total = 0
+    with engine.begin() as conn:
+        for key, size, lm in generate(runs, checkpoints):
+            # `tags` left out: SQL NULL, as the scanner writes it
+            batch.append(
+                {
+                    "root_id": root_id,
+                    "key": key,
+                    "upload_id": "",
+                    "size": size,
+                    "etag": f"{written:032x}",
+                    "last_modified": lm,
+                    "storage_class": "STANDARD",
+                    "version_id": None,
+                    "checksum_algorithm": None,
+                    "first_scan_id": scan_id,
+                    "changed_scan_id": scan_id,
+                    "gone_scan_id": None,
+                }
+            )
+            written += 1
+            total += size
+            if len(batch) >= 50_000:
+                conn.execute(table.insert(), batch)
+                batch = []
+        if batch:
+            conn.execute(table.insert(), batch)
+    finish_scan(
+        engine, scan_id, status="complete", objects_listed=written, bytes_listed=total,
+        objects_new=written,
+    )  # fmt: skip
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    if written != want:
+        raise SystemExit(f"generator wrote {written} objects, not {want}")
+    log(
+        f"built {path.relative_to(REPO_ROOT)}: {written:,} objects in {time.perf_counter() - start:.1f} s"
+    )
+    return path
+
+
+def bench_policy(dest: Path) -> Path:
+    """policies/retention.yaml with its storage block pointed at the benchmark root."""
+    text = EXAMPLE_POLICY.read_text(encoding="utf-8")
+    text, n = re.subn(
+        r"^storage:.*?\n\n", f"storage:\n  - name: bench\n    url: {ROOT_URL}\n\n", text,
+        count=1, flags=re.S | re.M,
+    )  # fmt: skip
+    if n != 1:
+        raise SystemExit(f"cannot find the storage block of {EXAMPLE_POLICY}")
+    dest.write_text(text, encoding="utf-8")
+    return dest
+
+
+# --------------------------------------------------------------------------- phases (child)
+
+
+def _maxrss_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _build(engine: Any, policy_path: Path) -> Any:
+    from governance.catalog.plans import new_plan_id
+    from governance.plan.build import build_plan
+    from governance.plan.service import root_snapshots
+    from governance.policy import load_policy
+
+    policy = load_policy(policy_path)
+    now = datetime.now(UTC)
+    roots = root_snapshots(engine, policy, AS_OF)
+    return build_plan(
+        roots, policy, AS_OF, plan_id=new_plan_id(now), created_by="bench", created_at=now
+    )
+
+
+def run_phase(phase: str, path: Path, policy_path: Path) -> dict[str, Any]:
+    """One phase in this process; returns its figures (printed as JSON by the caller)."""
+    from governance.catalog.engine import open_engine
+    from governance.catalog.plans import save_plan
+    from governance.catalog.queries import iter_live_objects
+    from governance.catalog.roots import find_root
+
+    engine = open_engine(f"sqlite:///{path}")
+    root = find_root(engine, ROOT_URL)
+    assert root is not None
+    assert root.id is not None
+    out: dict[str, Any] = {"phase": phase, "baseline_rss_kib": _maxrss_kib()}
+    start = time.perf_counter()
+    if phase == "read":
+        count = 0
+        for _ in iter_live_objects(engine, root.id):
+            count += 1
+        out["objects"] = count
+        out["seconds"] = time.perf_counter() - start
+    elif phase == "plan":
+        plan = _build(engine, policy_path)
+        out["build_seconds"] = time.perf_counter() - start
+        out["build_rss_kib"] = _maxrss_kib()
+        t = time.perf_counter()
+        save_plan(engine, plan)
+        out["save_seconds"] = time.perf_counter() - t
+        out["seconds"] = time.perf_counter() - start
+        out["objects"] = _live_count(engine, root.id)
+        s = plan.summary
+        out.update(
+            status=str(plan.status),
+            actions=len(plan.actions),
+            kept=len(plan.kept),
+            action_objects=s.objects,
+            by_action=_by_action(plan),
+            bytes_deleted=s.bytes_deleted,
+            refusal=plan.refusal,
+        )
+    else:
+        raise SystemExit(f"unknown phase {phase!r}")
+    out["peak_rss_kib"] = _maxrss_kib()
+    engine.dispose()
+    return out
+
+
+def _by_action(plan: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for a in plan.actions:
+        counts[str(a.action)] = counts.get(str(a.action), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def profile(path: Path, policy_path: Path, top: int) -> None:
+    """cProfile of the plan build, sorted by cumulative and own time, to stderr."""
+    import cProfile
+    import pstats
+
+    from governance.catalog.engine import open_engine
+
+    engine = open_engine(f"sqlite:///{path}")
+    prof = cProfile.Profile()
+    start = time.perf_counter()
+    prof.enable()
+    plan = _build(engine, policy_path)
+    prof.disable()
+    log(f"build: {time.perf_counter() - start:.2f} s under cProfile, {len(plan.actions):,} actions")
+    stats = pstats.Stats(prof, stream=sys.stderr)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _child(phase: str, path: Path, policy_path: Path) -> tuple[dict[str, Any], int]:
+    argv = [
+        sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--db", str(path),
+        "--policy-file", str(policy_path),
+    ]  # fmt: skip
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    m = run_measured(argv, env=env, capture_stdout=True)
+    if not m.ok:
+        raise RuntimeError(m.describe_failure())
+    return json.loads(m.stdout.strip().splitlines()[-1]), m.peak_rss_kib
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--n", type=int, help="objects (about): sets --checkpoints to n / runs / 2")
+    p.add_argument("--runs", type=int, default=10_000, help="runs (default 10,000)")
+    p.add_argument("--checkpoints", type=int, default=50, help="checkpoints per run (default 50)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--profile", action="store_true", help="cProfile the plan build instead")
+    p.add_argument("--top", type=int, default=30, help="rows of --profile output")
+    p.add_argument("--phase", help=argparse.SUPPRESS)
+    p.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--policy-file", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.phase:
+        print(json.dumps(run_phase(args.phase, args.db, args.policy_file)))
+        return 0
+    if args.n is not None:
+        args.checkpoints = max(args.n // max(args.runs, 1) // 2, 1)
+    if args.runs < 1 or args.checkpoints < 1:
+        p.error("need --runs >= 1 and --checkpoints >= 1")
+
+    path = ensure_catalog(args.runs, args.checkpoints)
+    work = path.parent / "scratch"
+    work.mkdir(exist_ok=True)
+    policy_path = bench_policy(work / "policy.yaml")
+    if args.profile:
+        profile(path, policy_path, args.top)
+        return 0
+    scratch = work / "catalog.db"
+    shutil.copyfile(path, scratch)  # plans are saved here, not into the reusable catalog
+    try:
+        log("read ...")
+        read, read_rss = _child("read", path, policy_path)
+        log(f"read: {read['seconds']:.2f} s, peak RSS {read_rss / 1024:.0f} MB")
+        log("plan ...")
+        plan, plan_rss = _child("plan", scratch, policy_path)
+        log(f"plan: build {plan['build_seconds']:.2f} s + save {plan['save_seconds']:.2f} s, "
+            f"peak RSS {plan_rss / 1024:.0f} MB")  # fmt: skip
+    except RuntimeError as exc:
+        log(f"a phase failed: {exc}")
+        return 1
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+
+    build_ratio = plan["build_seconds"] / read["seconds"]
+    total_ratio = plan["seconds"] / read["seconds"]
+    target = f"<= {TARGET_RATIO:g}x read"
+    size = (
+        f"{plan['actions']:,} actions ({plan['action_objects']:,} objects), {plan['kept']:,} kept"
+    )
+    rows = [
+        Row("read (iter_live_objects)", read["seconds"], read["objects"], read_rss / 1024),
+        Row(
+            "plan build (classify + decide)",
+            plan["build_seconds"],
+            plan["objects"],
+            plan["build_rss_kib"] / 1024,
+            ratio=build_ratio,
+            reference="read",
+            target=target,
+            target_met=build_ratio <= TARGET_RATIO,
+            note=size,
+        ),
+        Row("plan save (save_plan)", plan["save_seconds"], None, None, note="into a scratch copy"),
+        Row(
+            "make_plan (build + save)",
+            plan["seconds"],
+            plan["objects"],
+            plan_rss / 1024,
+            ratio=total_ratio,
+            reference="read",
+            target=target,
+            target_met=total_ratio <= TARGET_RATIO,
+            note=f"status {plan['status']}",
+            extra={k: plan[k] for k in EXTRA_FIELDS},
+        ),
+    ]
+    notes = [
+        f"catalog: {path.relative_to(REPO_ROOT)}: {args.runs:,} runs x {args.checkpoints} "
+        f"checkpoints x 2 objects (+ latest and markers); policy: {EXAMPLE_POLICY.name} on "
+        f"{ROOT_URL}, as of {AS_OF:%Y-%m-%d}",
+        f"plan: {size}; by action {plan['by_action']}",
+        "seconds: the phase alone, inside its child process (no start-up, imports, engine opening)",
+        f"peak RSS: wait4 rusage of each phase's process (build row: getrusage after the "
+        f"build, before saving); after imports and opening the catalog a phase holds "
+        f"~{read['baseline_rss_kib'] / 1024:.0f} MB",
+        "memory target: the plan's RSS should follow the plan's size (actions + kept), not the "
+        "catalog's: compare runs at two sizes",
+    ]
+    if plan["refusal"]:
+        notes.append(
+            f"the plan is refused by a safety limit (timing is unaffected): {plan['refusal'][:160]}"
+        )
+    if args.json:
+        print(
+            rows_as_json(
+                rows,
+                benchmark="plan",
+                runs=args.runs,
+                checkpoints=args.checkpoints,
+                objects=read["objects"],
+                target_ratio=TARGET_RATIO,
+                python=sys.version.split()[0],
+            )
+        )
+    else:
+        print_table(rows, f"plan: {read['objects']:,} objects, {args.runs:,} runs", notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The approval state machine on a real catalog, with the clock passed in (no sleeping).
+
+The sample plan (made by alice at T) has destructive actions, which the default rules
+send to one approver who is not alice, and one non-destructive transition.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+from governance import audit
+from governance.approval import approval_state, approve, check_applicable, reject
+from governance.catalog.engine import open_engine
+from governance.catalog.plans import load_plan, load_plan_header, save_plan
+from governance.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_REFUSED,
+    ApprovalError,
+    ArgumentError,
+    PlanExpiredError,
+    RefusedError,
+    UnknownPlanError,
+)
+from governance.plan.types import Plan, PlanStatus
+from tests.catalogs import catalog_url  # noqa: F401
+from tests.unit.plan_samples import sample_plan
+
+PID = "p-20261130-021500-3f9a"
+
+
+@pytest.fixture
+def engine(catalog_url: str) -> Engine:  # noqa: F811
+    return open_engine(catalog_url)
+
+
+def _save(engine: Engine, approval: dict[str, Any] | None = None, **changes: Any) -> Plan:
+    plan = sample_plan(PID)
+    if approval is not None:
+        plan.controls = {"approval": approval}
+    plan = replace(plan, **changes)
+    save_plan(engine, plan)
+    return plan
+
+
+def _t(plan: Plan, hours: float) -> datetime:
+    return plan.created_at + timedelta(hours=hours)
+
+
+def test_one_approver_approves_and_the_plan_becomes_applicable(engine: Engine) -> None:
+    plan = _save(engine)
+    with pytest.raises(ApprovalError, match=r"needs 1 more approver.*govern approve") as err:
+        check_applicable(engine, PID, now=_t(plan, 1), destructive=True)
+    assert err.value.exit_code == EXIT_REFUSED
+
+    state = approve(engine, PID, actor="bob", comment="looks right", now=_t(plan, 2))
+    assert state.status is PlanStatus.APPROVED
+    assert state.applicable
+    assert state.approvers == ("bob",)
+    assert state.approved_at == _t(plan, 2)
+    assert state.expires_at == _t(plan, 2 + 72)
+    assert state.summary() == (
+        f"approved by bob (1 of 1); applicable until {state.expires_at:%Y-%m-%d %H:%M}Z"
+    )
+    assert load_plan_header(engine, PID).status is PlanStatus.APPROVED
+    assert check_applicable(engine, PID, now=_t(plan, 3), destructive=True).applicable
+    [ev] = audit.events(engine, PID)
+    assert (ev.event, ev.actor, ev.payload["comment"]) == ("approve", "bob", "looks right")
+    assert ev.payload["fingerprint"] == plan.fingerprint
+
+
+def test_approval_expires_and_marks_the_plan_expired(engine: Engine) -> None:
+    plan = _save(engine, {"expires_after": "10h"})
+    approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    assert check_applicable(engine, PID, now=_t(plan, 10.9), destructive=True).applicable
+    assert approval_state(engine, PID, _t(plan, 11)).status is PlanStatus.EXPIRED
+    assert load_plan_header(engine, PID).status is PlanStatus.APPROVED  # reading writes nothing
+
+    with pytest.raises(PlanExpiredError, match="expired at"):
+        check_applicable(engine, PID, now=_t(plan, 11), destructive=True)
+    assert load_plan_header(engine, PID).status is PlanStatus.EXPIRED
+    assert [e.event for e in audit.events(engine, PID)] == ["approve", "expire"]
+    with pytest.raises(PlanExpiredError):
+        check_applicable(engine, PID, now=_t(plan, 12), destructive=False)
+    with pytest.raises(ApprovalError, match=r"expired.*cannot be approved"):
+        approve(engine, PID, actor="carol", comment=None, now=_t(plan, 12))
+    assert audit.verify(engine).ok
+
+
+def test_self_approval_is_refused_unless_allowed(engine: Engine) -> None:
+    plan = _save(engine)
+    with pytest.raises(ApprovalError, match=r"alice made plan .* self-approval"):
+        approve(engine, PID, actor="alice", comment=None, now=_t(plan, 1))
+    assert approval_state(engine, PID, _t(plan, 1)).approvers == ()
+    assert audit.events(engine, PID) == []
+
+
+def test_self_approval_when_the_policy_allows_it(engine: Engine) -> None:
+    plan = _save(engine, {"allow_self_approval": True})
+    assert approve(engine, PID, actor="alice", comment=None, now=_t(plan, 1)).applicable
+
+
+def test_two_approvers_and_the_same_person_twice_counts_once(engine: Engine) -> None:
+    plan = _save(engine, {"approvers": 2})
+    first = approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    assert first.status is PlanStatus.PENDING_APPROVAL
+    assert first.summary() == "approved by bob (1 of 2); needs 1 more approver"
+
+    again = approve(engine, PID, actor="bob", comment="me again", now=_t(plan, 2))
+    assert again.approvers == ("bob",)
+    assert any("counts once" in r for r in again.reasons)
+    with pytest.raises(
+        ApprovalError, match=r"needs 1 more approver\(s\) \(approved by bob, 1 of 2"
+    ):
+        check_applicable(engine, PID, now=_t(plan, 3), destructive=True)
+
+    done = approve(engine, PID, actor="carol", comment=None, now=_t(plan, 4))
+    assert done.applicable
+    assert done.approvers == ("bob", "carol")
+    assert done.expires_at == _t(plan, 4 + 72)  # from the approval that completed it
+    assert [e.actor for e in audit.events(engine, PID)] == ["bob", "carol"]
+
+
+def test_concurrent_approvals_both_count(catalog_url: str) -> None:  # noqa: F811
+    engine = open_engine(catalog_url)
+    plan = _save(engine, {"approvers": 3})
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def one(actor: str) -> None:
+        barrier.wait()
+        try:
+            approve(engine, PID, actor=actor, comment=None, now=_t(plan, 1))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in ("bob", "carol", "dave")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    state = approval_state(engine, PID, _t(plan, 2))
+    assert sorted(state.approvers) == ["bob", "carol", "dave"]
+    assert load_plan_header(engine, PID).status is PlanStatus.APPROVED
+    assert audit.verify(engine).checked == 3
+
+
+def test_approval_is_bound_to_the_fingerprint(engine: Engine) -> None:
+    plan = _save(engine)
+    approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    with engine.begin() as conn:  # the plan's actions changed after review
+        conn.execute(
+            text("UPDATE plans SET fingerprint = 'sha256:other' WHERE plan_id = :p"), {"p": PID}
+        )
+    state = approval_state(engine, PID, _t(plan, 2))
+    assert state.status is PlanStatus.PENDING_APPROVAL
+    assert state.approvers == ()
+    assert any("another fingerprint" in r for r in state.reasons)
+    assert any("catalog says approved" in r for r in state.reasons)
+    with pytest.raises(ApprovalError, match="not approved"):
+        check_applicable(engine, PID, now=_t(plan, 2), destructive=True)
+    # bob may approve the new content again, and that counts
+    assert approve(engine, PID, actor="bob", comment=None, now=_t(plan, 3)).applicable
+
+
+def test_rejected_plan_cannot_be_approved_or_applied(engine: Engine) -> None:
+    plan = _save(engine)
+    approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    with pytest.raises(ArgumentError):
+        reject(engine, PID, actor="carol", comment="  ", now=_t(plan, 2))
+    state = reject(engine, PID, actor="carol", comment="keeps step 4000", now=_t(plan, 2))
+    assert state.status is PlanStatus.REJECTED
+    assert state.rejected_by == "carol"
+    assert "carol" in state.summary()
+    assert "keeps step 4000" in state.summary()
+    with pytest.raises(ApprovalError, match="rejected"):
+        check_applicable(engine, PID, now=_t(plan, 3), destructive=True)
+    with pytest.raises(ApprovalError, match="rejected"):
+        check_applicable(engine, PID, now=_t(plan, 3), destructive=False)
+    with pytest.raises(ApprovalError, match="cannot be approved"):
+        approve(engine, PID, actor="dave", comment=None, now=_t(plan, 3))
+    with pytest.raises(ApprovalError, match="already rejected"):
+        reject(engine, PID, actor="dave", comment="again", now=_t(plan, 3))
+    assert [e.event for e in audit.events(engine, PID)] == ["approve", "reject"]
+
+
+@pytest.mark.parametrize("status", [PlanStatus.APPLIED, PlanStatus.REFUSED])
+def test_applied_and_refused_plans_cannot_be_approved(engine: Engine, status: PlanStatus) -> None:
+    plan = _save(
+        engine,
+        status=status,
+        refusal="over max_delete_bytes" if status is PlanStatus.REFUSED else None,
+    )
+    with pytest.raises(ApprovalError, match=f"is {status}"):
+        approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    with pytest.raises(RefusedError) as err:
+        check_applicable(engine, PID, now=_t(plan, 1), destructive=True)
+    assert err.value.exit_code == EXIT_REFUSED
+    if status is PlanStatus.REFUSED:
+        assert type(err.value) is RefusedError
+        assert "over max_delete_bytes" in str(err.value)
+
+
+def test_plan_needing_no_approval_is_approved_on_creation(engine: Engine) -> None:
+    plan = _save(engine, {"require_for": []}, status=PlanStatus.APPROVED)
+    state = check_applicable(engine, PID, now=_t(plan, 1), destructive=True)
+    assert state.needed == 0
+    assert state.expires_at == _t(plan, 72)  # counted from creation
+    assert state.summary().startswith("approved on creation")
+    noted = approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    assert any("nothing recorded" in r for r in noted.reasons)
+    assert audit.events(engine, PID) == []
+
+
+def test_notice_mode_before_and_after_the_period(engine: Engine) -> None:
+    plan = _save(engine, {"mode": "notice", "notice_period": "2d", "expires_after": "1d"})
+    state = approval_state(engine, PID, _t(plan, 1))
+    assert state.applicable_after == _t(plan, 48)
+    assert not state.applicable
+    with pytest.raises(ApprovalError, match=r"notice period until .*unless vetoed"):
+        check_applicable(engine, PID, now=_t(plan, 47.9), destructive=True)
+    with pytest.raises(ApprovalError, match="notice mode"):
+        approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    after = check_applicable(engine, PID, now=_t(plan, 48), destructive=True)
+    assert after.applicable
+    assert after.expires_at == _t(plan, 48 + 24)
+    with pytest.raises(PlanExpiredError):
+        check_applicable(engine, PID, now=_t(plan, 72), destructive=True)
+
+
+def test_notice_mode_vetoed(engine: Engine) -> None:
+    plan = _save(engine, {"mode": "notice", "notice_period": "2d"})
+    reject(engine, PID, actor="bob", comment="not yet", now=_t(plan, 1))
+    with pytest.raises(ApprovalError, match="rejected"):
+        check_applicable(engine, PID, now=_t(plan, 100), destructive=True)
+
+
+def test_only_non_destructive_may_proceed_while_pending(engine: Engine) -> None:
+    plan = _save(engine)
+    state = check_applicable(engine, PID, now=_t(plan, 1), destructive=False)
+    assert state.status is PlanStatus.PENDING_APPROVAL
+    assert not state.non_destructive_needs_approval
+    with pytest.raises(PlanExpiredError, match="non-destructive"):
+        check_applicable(engine, PID, now=_t(plan, 73), destructive=False)
+    assert load_plan_header(engine, PID).status is PlanStatus.PENDING_APPROVAL
+
+
+def test_non_destructive_actions_that_need_approval_wait_too(engine: Engine) -> None:
+    plan = _save(engine, {"require_for": ["delete", "transition"]})
+    with pytest.raises(ApprovalError, match="not approved"):
+        check_applicable(engine, PID, now=_t(plan, 1), destructive=False)
+
+
+def test_partially_applied_plan_keeps_its_approval(engine: Engine) -> None:
+    plan = _save(engine, {"approvers": 2})
+    approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    with engine.begin() as conn:  # apply --only-non-destructive ran meanwhile
+        conn.execute(text("UPDATE plans SET status = 'partially_applied'"))
+    state = approve(engine, PID, actor="carol", comment=None, now=_t(plan, 2))
+    assert state.applicable
+    assert state.status is PlanStatus.PARTIALLY_APPLIED
+    assert check_applicable(engine, PID, now=_t(plan, 3), destructive=True).applicable
+
+
+def test_unknown_plan_and_naive_clock(engine: Engine) -> None:
+    with pytest.raises(UnknownPlanError) as err:
+        approve(engine, "p-nope", actor="bob", comment=None, now=datetime.now().astimezone())
+    assert err.value.exit_code == EXIT_BAD_INPUT
+    with pytest.raises(UnknownPlanError):
+        check_applicable(engine, "p-nope", now=datetime.now().astimezone(), destructive=True)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        approval_state(engine, PID, datetime(2026, 1, 1))
+
+
+def test_verify_fingerprint_catches_edited_actions(engine: Engine) -> None:
+    from governance.approval import verify_fingerprint
+    from governance.plan.fingerprint import fingerprint
+
+    plan = sample_plan(PID)
+    plan.fingerprint = fingerprint(plan.actions, plan.kept)
+    save_plan(engine, plan)
+    verify_fingerprint(load_plan(engine, PID))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE plan_actions SET bytes = bytes + 1, reason = 'x'"))
+        conn.execute(
+            text("UPDATE plan_actions SET artifact_uri = 's3://b/other/' WHERE action_id = 1")
+        )
+    with pytest.raises(ApprovalError, match="do not match its fingerprint"):
+        verify_fingerprint(load_plan(engine, PID))

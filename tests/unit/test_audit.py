@@ -1,0 +1,170 @@
+"""The hash-chained audit log: it verifies, shows edits and deletions, and never forks."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+from governance import audit
+from governance.audit import GENESIS, NewEvent, event_hash, record, record_many, record_now
+from governance.catalog.engine import open_engine
+from tests.catalogs import catalog_url  # noqa: F401
+
+T = datetime(2026, 11, 30, 2, 15, 0, 123456, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine(catalog_url: str) -> Engine:  # noqa: F811
+    return open_engine(catalog_url)
+
+
+def _fill(engine: Engine, n: int) -> None:
+    for i in range(n):
+        record_now(
+            engine,
+            "action",
+            actor="apply",
+            plan_id=f"p-{i % 2}",
+            payload={"i": i, "uri": f"s3://b/ключ-{i}", "bytes": 10**12 + i, "ratio": 0.1},
+            at=T + timedelta(seconds=i),
+        )
+
+
+def test_chain_verifies_and_reads_back(engine: Engine) -> None:
+    assert audit.verify(engine).ok
+    assert audit.verify(engine).checked == 0
+    first = record_now(engine, "plan", actor="alice", plan_id="p-0", payload={"when": T}, at=T)
+    assert first == 1
+    _fill(engine, 5)
+    result = audit.verify(engine)
+    assert result.ok, result.problems
+    assert result.checked == 6
+
+    got = audit.events(engine)
+    assert [e.id for e in got] == [1, 2, 3, 4, 5, 6]
+    assert got[0].prev_hash == GENESIS
+    assert got[0].payload == {"when": "2026-11-30T02:15:00.123456+00:00"}  # stored form
+    assert got[0].at == T
+    for before, after in itertools.pairwise(got):
+        assert after.prev_hash == before.hash
+    e = got[3]
+    assert e.hash == event_hash(e.id, e.at, e.event, e.actor, e.plan_id, e.payload, e.prev_hash)
+    assert [e.id for e in audit.events(engine, "p-1")] == [3, 5]
+
+
+def test_edited_payload_is_detected(engine: Engine) -> None:
+    _fill(engine, 5)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE audit_events SET payload = :p WHERE id = 3"), {"p": '{"i": 99}'})
+    result = audit.verify(engine)
+    assert not result.ok
+    assert result.problems == ["event 3: hash does not match its content (edited?)"]
+
+
+def test_edit_with_a_recomputed_hash_breaks_the_next_link(engine: Engine) -> None:
+    _fill(engine, 5)
+    [ev] = [e for e in audit.events(engine) if e.id == 3]
+    forged = event_hash(3, ev.at, ev.event, "mallory", ev.plan_id, ev.payload, ev.prev_hash)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE audit_events SET actor = 'mallory', hash = :h WHERE id = 3"), {"h": forged}
+        )
+    assert audit.verify(engine).problems == [
+        "event 4: previous hash does not match event 3 (edited?)"
+    ]
+
+
+def test_deleted_event_is_detected(engine: Engine) -> None:
+    _fill(engine, 5)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE id = 3"))
+    assert audit.verify(engine).problems == [
+        "event 4: previous hash does not match event 2 (deleted?)"
+    ]
+
+
+def test_deleted_first_event_is_detected(engine: Engine) -> None:
+    _fill(engine, 3)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE id = 1"))
+    assert audit.verify(engine).problems == [
+        "event 2: previous hash does not match the start of the log (deleted?)"
+    ]
+
+
+def test_record_joins_the_callers_transaction(engine: Engine) -> None:
+    def failing_work() -> None:
+        with engine.begin() as conn:
+            record(conn, "approve", actor="bob", plan_id="p-1")
+            raise RuntimeError("the caller's work failed")
+
+    with pytest.raises(RuntimeError):
+        failing_work()
+    assert audit.events(engine) == []
+    with engine.begin() as conn:
+        assert record(conn, "approve", actor="bob") == 1
+        assert record(conn, "reject", actor="carol") == 2  # sees its own uncommitted event
+    assert audit.verify(engine).checked == 2
+
+
+def test_unknown_event_names_and_bad_payloads_are_refused(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="unknown audit event 'aprove'"):
+        record_now(engine, "aprove", actor="bob")
+    with pytest.raises(ValueError, match="Out of range float"):
+        record_now(engine, "action", actor="bob", payload={"x": float("nan")})
+    with pytest.raises(ValueError, match="naive"):
+        record_now(engine, "action", actor="bob", at=datetime(2026, 1, 1))
+    assert audit.events(engine) == []
+
+
+def test_record_many_chains_a_batch(engine: Engine) -> None:
+    record_now(engine, "apply_start", actor="apply", plan_id="p-1")
+    rows = [
+        NewEvent("action", "apply", "p-1", {"action_id": i, "outcome": "ok"}) for i in range(12_345)
+    ]
+    with engine.begin() as conn:
+        ids = record_many(conn, rows)
+        assert record_many(conn, []) == range(12_347, 12_347)
+    assert ids == range(2, 12_347)
+    record_now(engine, "apply_end", actor="apply", plan_id="p-1")
+    result = audit.verify(engine)
+    assert result.ok, result.problems[:3]
+    assert result.checked == 12_347
+
+
+def test_concurrent_appends_keep_one_chain(catalog_url: str) -> None:  # noqa: F811
+    engine = open_engine(catalog_url)
+    threads_n, each = 4, 25
+    barrier = threading.Barrier(threads_n)
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        barrier.wait()
+        try:
+            for i in range(each):
+                if i % 5 == 4:
+                    with engine.begin() as conn:
+                        record_many(
+                            conn, [NewEvent("action", f"w{k}", payload={"i": j}) for j in range(3)]
+                        )
+                else:
+                    record_now(engine, "action", actor=f"w{k}", payload={"i": i})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(threads_n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    expected = threads_n * (each // 5 * 3 + each - each // 5)
+    result = audit.verify(engine)
+    assert result.ok, result.problems
+    assert result.checked == expected
+    assert [e.id for e in audit.events(engine)] == list(range(1, expected + 1))
