@@ -57,6 +57,43 @@ def write_stage(conn: Connection, rows: Sequence[StageRow]) -> None:
         cursor.close()
 
 
+def root_is_empty(conn: Connection, root_id: int) -> bool:
+    """No row at all for this root: a first scan can write `objects` directly."""
+    row = conn.execute(
+        text("SELECT 1 FROM objects WHERE root_id = :root LIMIT 1"), {"root": root_id}
+    ).first()
+    return row is None
+
+
+def write_objects_direct(
+    conn: Connection, root_id: int, scan_id: int, rows: Sequence[StageRow]
+) -> None:
+    """First scan of a root: append listed rows straight to `objects` (no staging, no merge).
+
+    The caller holds one transaction over the whole listing, so a failed first scan leaves
+    no rows behind.
+    """
+    if not rows:
+        return
+    columns = f"root_id, {', '.join(STAGE_COLUMNS)}, first_scan_id, changed_scan_id"
+    if conn.dialect.name == "postgresql":
+        raw: Any = conn.connection.driver_connection
+        with raw.cursor() as cur, cur.copy(f"COPY objects ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row((root_id, *row, scan_id, scan_id))
+        return
+    cursor: Any = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        # Both ids are integers from our own tables; inlining them keeps rows as listed.
+        cursor.executemany(
+            f"INSERT INTO objects ({columns}) "
+            f"VALUES ({int(root_id)}, ?, ?, ?, ?, ?, ?, ?, ?, {int(scan_id)}, {int(scan_id)})",
+            rows,
+        )
+    finally:
+        cursor.close()
+
+
 def index_stage(conn: Connection) -> None:
     """Index after loading: one sort instead of a B-tree insert per row."""
     conn.exec_driver_sql("CREATE INDEX ix_scan_stage_key ON scan_stage (key, upload_id)")

@@ -74,18 +74,29 @@ def scan_store(
     listed_bytes = 0
     try:
         with engine.connect() as conn:
-            bulk.create_stage(conn)
+            direct = bulk.root_is_empty(conn, root_id)
+            if not direct:
+                bulk.create_stage(conn)
+                conn.commit()
             rows = list_rows(store, exclude_prefixes)
             while batch := list(islice(rows, BATCH)):
-                bulk.write_stage(conn, batch)
+                if direct:
+                    bulk.write_objects_direct(conn, root_id, scan_id, batch)
+                else:
+                    bulk.write_stage(conn, batch)
                 listed += len(batch)
                 listed_bytes += sum(row[2] for row in batch)
                 if progress:
                     progress(listed, listed_bytes)
-            bulk.index_stage(conn)
-            conn.commit()
-            # One transaction: either the whole listing is folded in, or nothing is.
-            new, changed, gone = bulk.merge_stage(conn, root_id, scan_id)
+            if direct:
+                # First scan: everything listed is new; one transaction from first row to here.
+                new, changed, gone = listed, 0, 0
+            else:
+                conn.commit()
+                bulk.index_stage(conn)
+                conn.commit()
+                # One transaction: either the whole listing is folded in, or nothing is.
+                new, changed, gone = bulk.merge_stage(conn, root_id, scan_id)
             conn.execute(
                 update(Scan)
                 .where(Scan.id == scan_id)  # type: ignore[arg-type]
@@ -100,8 +111,9 @@ def scan_store(
                 )
             )
             conn.commit()
-            bulk.drop_stage(conn)
-            conn.commit()
+            if not direct:
+                bulk.drop_stage(conn)
+                conn.commit()
     except BaseException as exc:
         reason = (
             "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__

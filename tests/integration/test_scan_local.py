@@ -190,3 +190,16 @@ def test_cli_corrupt_catalog_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--catalog", f"sqlite:///{bad}", "ls", "objects"])
     assert result.exit_code == 2
     assert "cannot be opened" in result.stderr
+
+
+def test_failed_first_scan_leaves_no_rows(tmp_path: Path, catalog_url: str) -> None:  # noqa: F811
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    store = open_store(str(root))
+    with pytest.raises(OSError, match="reset"):
+        scan_store(engine, _FailingStore(store, 20, OSError("reset")), actor="t")  # type: ignore[arg-type]
+    assert _live(engine, store.url) == {}
+    summary = scan_store(engine, store, actor="t")  # the next scan starts clean
+    assert (summary.objects, summary.new) == (31, 31)
+    engine.dispose()
