@@ -4,6 +4,7 @@ and the metadata cache that lets small files be read once per ETag.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -25,10 +26,14 @@ _M = MetaCache.__table__  # type: ignore[attr-defined]
 class CachedMetaReader:
     """Reads small metadata objects through the catalog's cache, keyed by (key, ETag).
 
-    With no store (planning offline) only cached content is returned. Given a Connection
-    it reads and writes the cache inside that connection's transaction (so classification
-    can refresh the cache while it rewrites a root's artifacts without locking itself out).
+    With no store (planning, lazy classification) only cached content is returned; the
+    scan fills the cache. Answers, misses included, are memoised for the reader's life, so
+    a file that many artifacts consult (DeepSpeed `latest`) costs one lookup. Given a
+    Connection, cache reads and writes happen inside that connection's transaction, so
+    classification can refresh the cache while it rewrites a root's artifacts.
     """
+
+    MEMO_SIZE = 4096
 
     def __init__(
         self, db: Engine | Connection, root_id: int, store: Store | None, max_bytes: int
@@ -37,6 +42,16 @@ class CachedMetaReader:
         self.root_id = root_id
         self.store = store
         self.max_bytes = max_bytes
+        self._memo: OrderedDict[tuple[str, str], bytes | None] = OrderedDict()
+        self._reader: Connection | None = None  # one connection for every cache read
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def __del__(self) -> None:
+        self.close()
 
     def _conn(self) -> AbstractContextManager[Connection]:
         if isinstance(self.db, Connection):
@@ -44,9 +59,25 @@ class CachedMetaReader:
         return self.db.begin()
 
     def __call__(self, obj: CatalogObject) -> bytes | None:
+        memo_key = (obj.key, obj.etag)
+        if memo_key in self._memo:
+            self._memo.move_to_end(memo_key)
+            return self._memo[memo_key]
+        content = self._lookup(obj)
+        self._memo[memo_key] = content
+        if len(self._memo) > self.MEMO_SIZE:
+            self._memo.popitem(last=False)
+        return content
+
+    def _lookup(self, obj: CatalogObject) -> bytes | None:
         where = (_M.c.root_id == self.root_id, _M.c.key == obj.key)
-        with self._conn() as conn:
-            row = conn.execute(select(_M.c.content).where(*where, _M.c.etag == obj.etag)).first()
+        if isinstance(self.db, Connection):
+            reader = self.db
+        else:
+            if self._reader is None:
+                self._reader = self.db.connect()
+            reader = self._reader
+        row = reader.execute(select(_M.c.content).where(*where, _M.c.etag == obj.etag)).first()
         if row is not None:
             content: bytes | None = row[0]
             return content
@@ -59,9 +90,7 @@ class CachedMetaReader:
         with self._conn() as conn:
             conn.execute(delete(_M).where(*where))
             conn.execute(
-                _M.insert().values(
-                    root_id=self.root_id, key=obj.key, etag=obj.etag, content=content
-                )
+                _M.insert().values(root_id=self.root_id, key=obj.key, etag=obj.etag, content=content)
             )
         return content
 

@@ -22,8 +22,6 @@ def upgrade() -> None:
         sa.Column("url", sa.String(), nullable=False),
         sa.Column("name", sa.String(), nullable=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
-        sa.Column("classify_options", sa.JSON(), nullable=True),
-        sa.Column("classified_scan_id", sa.Integer(), nullable=True),
     )
     op.create_index("ix_roots_url", "roots", ["url"], unique=True)
     op.create_table(

@@ -30,7 +30,6 @@ def upgrade() -> None:
         sa.Column("summary", sa.JSON(), nullable=False),
         sa.Column("refusal", sa.String(), nullable=True),
         sa.Column("notes", sa.JSON(), nullable=False),
-        sa.Column("controls", sa.JSON(), nullable=True),
     )
     op.create_index("ix_plans_status", "plans", ["status"])
     op.create_table(

@@ -1,0 +1,289 @@
+"""One batch of checked actions: act on storage, then commit their results in one go.
+
+Order within a batch: archive copies to their destination, storage-class copies in place,
+aborted uploads, then every removal of the batch together (quarantine copies, then one
+delete call per root). A removal's objects are journaled as `pending` (committed) before
+storage is touched, and become `removed` with the results, so a kill at any point is
+recoverable (see `preconditions`). An action is ok only if every one of its objects is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from governance.apply import journal
+from governance.apply.modes import (
+    Item,
+    copy_in_place,
+    copy_to,
+    delete_keys,
+    latest_delete_marker,
+    remove,
+)
+from governance.apply.preconditions import Check, in_place_class
+from governance.apply.types import ActionOutcome, Outcome, StoreFactory
+from governance.errors import GovernanceError
+from governance.plan.types import ActionType, PlannedAction
+from governance.policy.models import ApplyConfig
+from governance.storage import normalize_url
+from governance.storage.base import KeyResult
+
+REMOVALS = (ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE)
+
+
+def outcome_for_check(check: Check) -> ActionOutcome:
+    """The skipped outcome of a check that found a reason not to act."""
+    action = check.action
+    return ActionOutcome(
+        action_id=action.id,
+        action=action.action.value,
+        artifact_uri=action.artifact.uri,
+        outcome=Outcome.SKIPPED,
+        reason=check.skip or "skipped",
+        objects=len(action.objects),
+        bytes=action.bytes,
+        final=check.final,
+    )
+
+
+@dataclass
+class ActionRunner:
+    """Runs batches for one execution."""
+
+    plan_id: str
+    execution_id: int
+    actor: str
+    config: ApplyConfig
+    stores: StoreFactory
+    concurrency: int
+    clock: Callable[[], datetime]
+
+    def quarantine_root(self, root_url: str) -> str:
+        return normalize_url(self.config.quarantine_url_for(root_url))
+
+    def run(
+        self, engine: Engine, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
+    ) -> list[ActionOutcome]:
+        """Act on every runnable check of the batch; commit all outcomes; return them."""
+        errors: dict[int, str] = {}  # action id -> first failure
+        runnable = [c for c in checks if c.skip is None]
+        self._archive_copies(runnable, errors)
+        self._in_place(runnable, errors)
+        self._aborts(runnable, errors)
+        removal = [c for c in runnable if removes_objects(c.action) and c.action.id not in errors]
+        items = [self._item(c.action, o.key) for c in removal for o in c.todo]
+        rows = [self._pending_row(c.action, o.key, o.size, o.etag) for c in removal for o in c.todo]
+        with engine.begin() as conn:
+            journal.insert_pending(conn, rows)
+        answers = remove(items, self.config.delete_mode, self.stores, self.concurrency)
+        removed: list[tuple[int, str, str | None]] = []
+        not_removed: list[tuple[int, str]] = []
+        for item in items:
+            answer = answers[(item.action_id, item.key)]
+            if answer.ok:
+                removed.append((item.action_id, item.key, answer.version_id))
+            else:
+                not_removed.append((item.action_id, item.key))
+                errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
+        kept = set(not_removed)
+        strays = [
+            (i.quarantine_root or "", i.quarantine_key or "")
+            for i in items
+            if i.quarantine_root and (i.action_id, i.key) in kept
+        ]
+        delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
+        removed += self._recovered(removal, pending)
+        outcomes = [self._outcome(c, errors) for c in checks]
+        self._commit(engine, outcomes, removed, not_removed)
+        return outcomes
+
+    # -- steps -----------------------------------------------------------------------
+
+    def _archive_copies(self, checks: Sequence[Check], errors: dict[int, str]) -> None:
+        items = []
+        for c in checks:
+            a = c.action
+            if a.action is ActionType.ARCHIVE and a.dest_url is not None:
+                dest = normalize_url(a.dest_url)
+                rel = a.artifact.uri[len(a.artifact.root_url) :]
+                for o in c.todo:
+                    dest_key = o.key[len(rel) :] if o.key.startswith(rel) and rel else o.key
+                    items.append((a.id, a.artifact.root_url, o.key, dest, dest_key))
+        _collect(copy_to(items, self.stores, self.concurrency), errors, "archive copy")
+
+    def _in_place(self, checks: Sequence[Check], errors: dict[int, str]) -> None:
+        classes = {c.action.id: in_place_class(c.action) for c in checks}
+        targets = {k: v for k, v in classes.items() if v}
+        items = [
+            (c.action.id, c.action.artifact.root_url, o.key)
+            for c in checks
+            if c.action.id in targets
+            for o in c.todo
+        ]
+        _collect(copy_in_place(items, targets, self.stores, self.concurrency), errors, "copy")
+
+    def _aborts(self, checks: Sequence[Check], errors: dict[int, str]) -> None:
+        for c in checks:
+            if c.action.action is not ActionType.ABORT_UPLOAD:
+                continue
+            store = self.stores(c.action.artifact.root_url)
+            for o in c.todo:
+                try:
+                    result = store.abort_upload(o.key, o.upload_id)
+                except GovernanceError as exc:
+                    result = KeyResult(o.key, False, error=str(exc))
+                if not result.ok:
+                    errors.setdefault(c.action.id, f"{o.key}: {result.error}")
+
+    def _recovered(
+        self, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
+    ) -> list[tuple[int, str, str | None]]:
+        """Objects an interrupted execution removed; versioned ones get their marker."""
+        found = []
+        for c in checks:
+            for o in c.already:
+                marker = None
+                if self.config.delete_mode == "versioned":
+                    row = pending.get((c.action.id, o.key)) or {}
+                    marker = row.get("marker_version_id")
+                    if marker is None:
+                        try:
+                            store = self.stores(c.action.artifact.root_url)
+                            marker = latest_delete_marker(store, o.key)
+                        except Exception:  # restore will report the marker as unknown
+                            marker = None
+                found.append((c.action.id, o.key, marker))
+        return found
+
+    def _commit(
+        self,
+        engine: Engine,
+        outcomes: Sequence[ActionOutcome],
+        removed: Sequence[tuple[int, str, str | None]],
+        not_removed: Sequence[tuple[int, str]],
+    ) -> None:
+        from governance import audit
+
+        now = self.clock()
+        purge_after = (
+            now + self.config.quarantine_for if self.config.delete_mode == "quarantine" else None
+        )
+        with engine.begin() as conn:
+            journal.mark_removed(
+                conn,
+                self.plan_id,
+                removed,
+                execution_id=self.execution_id,
+                now=now,
+                purge_after=purge_after,
+            )
+            journal.drop_pending(conn, self.plan_id, not_removed)
+            journal.write_results(
+                conn, journal.result_rows(self.execution_id, self.plan_id, outcomes, now)
+            )
+            audit.record_many(
+                conn,
+                [
+                    audit.NewEvent(
+                        event="action",
+                        actor=self.actor,
+                        plan_id=self.plan_id,
+                        at=now,
+                        payload={
+                            "execution_id": self.execution_id,
+                            "action_id": o.action_id,
+                            "action": o.action,
+                            "artifact": o.artifact_uri,
+                            "outcome": o.outcome.value,
+                            "reason": o.reason,
+                            "objects": o.objects,
+                            "bytes": o.bytes,
+                        },
+                    )
+                    for o in outcomes
+                ],
+            )
+
+    # -- rows --------------------------------------------------------------------------
+
+    def _item(self, action: PlannedAction, key: str) -> Item:
+        root = action.artifact.root_url
+        if self.config.delete_mode != "quarantine":
+            return Item(action.id, root, key)
+        return Item(action.id, root, key, self.quarantine_root(root), f"{self.plan_id}/{key}")
+
+    def _pending_row(self, action: PlannedAction, key: str, size: int, etag: str) -> dict[str, Any]:
+        item = self._item(action, key)
+        return {
+            "plan_id": self.plan_id,
+            "action_id": action.id,
+            "execution_id": self.execution_id,
+            "artifact_uri": action.artifact.uri,
+            "root_url": action.artifact.root_url,
+            "key": key,
+            "size": size,
+            "etag": etag,
+            "mode": self.config.delete_mode,
+            "quarantine_root": item.quarantine_root,
+            "quarantine_key": item.quarantine_key,
+        }
+
+    def _outcome(self, check: Check, errors: Mapping[int, str]) -> ActionOutcome:
+        if check.skip is not None:
+            return outcome_for_check(check)
+        action = check.action
+        error = errors.get(action.id)
+        failed = error is not None
+        return ActionOutcome(
+            action_id=action.id,
+            action=action.action.value,
+            artifact_uri=action.artifact.uri,
+            outcome=Outcome.FAILED if failed else Outcome.OK,
+            reason=error if error is not None else self._done_reason(check),
+            objects=len(action.objects),
+            bytes=action.bytes,
+            final=not failed,
+            execution_id=self.execution_id,
+        )
+
+    def _done_reason(self, check: Check) -> str:
+        a = check.action
+        n = _objects(len(a.objects))
+        resumed = f" ({len(check.already)} by an interrupted apply)" if check.already else ""
+        mode = self.config.delete_mode
+        where = {
+            "quarantine": f"moved to {self.quarantine_root(a.artifact.root_url)}{self.plan_id}/",
+            "versioned": "deleted (delete markers recorded: restorable)",
+            "permanent": "deleted permanently",
+        }[mode]
+        if a.action is ActionType.ABORT_UPLOAD:
+            return f"{len(a.objects)} incomplete upload(s) aborted"
+        if in_place_class(a) is not None:
+            return f"{n} now in {a.storage_class}{resumed}"
+        if a.action is ActionType.ARCHIVE:
+            return f"{n} copied to {a.dest_url}, then {where}{resumed}"
+        return f"{n} {where}{resumed}"
+
+
+def removes_objects(action: PlannedAction) -> bool:
+    """Whether the action takes objects away from where they are (so delete_mode applies)."""
+    return action.action in REMOVALS or (
+        action.action is ActionType.ARCHIVE and action.dest_url is not None
+    )
+
+
+def _collect(
+    results: Mapping[tuple[int, str], KeyResult], errors: dict[int, str], what: str
+) -> None:
+    for (action_id, key), result in results.items():
+        if not result.ok:
+            errors.setdefault(action_id, f"{what} of {key} failed: {result.error}")
+
+
+def _objects(n: int) -> str:
+    return f"{n} object" if n == 1 else f"{n} objects"

@@ -1,0 +1,356 @@
+"""The apply journal in the catalog: executions, per-action results, removed objects, lock.
+
+Everything here is written in short transactions of its own, committed as each batch
+finishes, so that a process killed at any point leaves a journal that the next apply can
+trust: an action with a `final` result is never repeated, and an object with a `pending`
+removal row may already be gone (see `preconditions`).
+
+The lock is a row keyed by plan id: inserting it is atomic on SQLite and PostgreSQL
+alike (a unique violation means somebody holds it). A holder that died on this host, or
+stopped heartbeating, loses it to the next apply.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from governance.apply.types import ActionOutcome, ExecutionSummary, Outcome
+from governance.catalog.execution_tables import (
+    ActionResultRow,
+    ApplyLockRow,
+    ExecutionRow,
+    RemovedObjectRow,
+)
+from governance.errors import RefusedError
+
+E = ExecutionRow.__table__  # type: ignore[attr-defined]
+R = ActionResultRow.__table__  # type: ignore[attr-defined]
+O = RemovedObjectRow.__table__  # type: ignore[attr-defined]  # noqa: E741
+L = ApplyLockRow.__table__  # type: ignore[attr-defined]
+
+LOCK_STALE_AFTER = timedelta(minutes=10)
+HEARTBEAT_EVERY = 30.0  # seconds
+
+
+def holder_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+# ----------------------------------------------------------------------------- lock
+
+
+def start_execution(
+    engine: Engine,
+    plan_id: str,
+    *,
+    actor: str,
+    now: datetime,
+    delete_mode: str,
+    only_non_destructive: bool,
+) -> int:
+    """Insert the execution row and take the plan's lock, in one transaction.
+
+    Raises RefusedError naming the holder when a live apply of the plan is running.
+    A dead holder's lock is taken over and its execution marked `interrupted`.
+    """
+    holder = holder_id()
+    row = {
+        "plan_id": plan_id,
+        "actor": actor,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_at": now,
+        "status": "running",
+        "delete_mode": delete_mode,
+        "only_non_destructive": only_non_destructive,
+        "actions_ok": 0,
+        "actions_skipped": 0,
+        "actions_failed": 0,
+        "actions_done_before": 0,
+        "objects_purged": 0,
+    }
+    lock = {"plan_id": plan_id, "holder": holder, "acquired_at": now, "heartbeat_at": now}
+    try:
+        with engine.begin() as conn:
+            execution_id = _insert_execution(conn, row)
+            conn.execute(insert(L).values(lock | {"execution_id": execution_id}))
+        return execution_id
+    except IntegrityError:
+        pass
+    with engine.begin() as conn:
+        held = conn.execute(select(L).where(L.c.plan_id == plan_id)).mappings().first()
+        if held is None:  # released meanwhile: try once more, in this transaction
+            execution_id = _insert_execution(conn, row)
+            conn.execute(insert(L).values(lock | {"execution_id": execution_id}))
+            return execution_id
+        if not _lock_is_stale(held, now):
+            raise RefusedError(
+                f"plan {plan_id} is being applied by execution {held['execution_id']} "
+                f"since {held['acquired_at'].isoformat()} ({held['holder']})"
+            )
+        execution_id = _insert_execution(conn, row)
+        taken = conn.execute(
+            update(L)
+            .where(
+                and_(
+                    L.c.plan_id == plan_id,
+                    L.c.execution_id == held["execution_id"],
+                    L.c.heartbeat_at == held["heartbeat_at"],
+                )
+            )
+            .values(lock | {"execution_id": execution_id})
+        ).rowcount
+        if taken != 1:
+            raise RefusedError(f"plan {plan_id}: another apply took over its lock just now")
+        conn.execute(
+            update(E)
+            .where(and_(E.c.id == held["execution_id"], E.c.status == "running"))
+            .values(status="interrupted", error=f"lock taken over from {held['holder']}")
+        )
+    return execution_id
+
+
+def _insert_execution(conn: Connection, row: dict[str, Any]) -> int:
+    key = conn.execute(insert(E).values(row)).inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def _lock_is_stale(held: Any, now: datetime) -> bool:
+    if now - held["heartbeat_at"] > LOCK_STALE_AFTER:
+        return True
+    host, _, pid = str(held["holder"]).rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not _pid_alive(int(pid))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def heartbeat(engine: Engine, plan_id: str, execution_id: int, now: datetime) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(L)
+            .where(and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id))
+            .values(heartbeat_at=now)
+        )
+
+
+def release(engine: Engine, plan_id: str, execution_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            delete(L).where(and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id))
+        )
+
+
+class Heartbeat:
+    """Refreshes the lock's heartbeat from a daemon thread while a long apply runs."""
+
+    def __init__(self, engine: Engine, plan_id: str, execution_id: int, clock: Any) -> None:
+        self._args = (engine, plan_id, execution_id)
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="govern-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_EVERY):
+            try:
+                heartbeat(*self._args, self._clock())
+            except Exception:  # a missed beat only risks a takeover after minutes
+                continue
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def final_actions(engine: Engine, plan_id: str) -> dict[int, int]:
+    """Action id -> the execution that finished it (ok, or skipped on purpose)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(R.c.action_id, R.c.execution_id).where(
+                and_(R.c.plan_id == plan_id, R.c.final.is_(True))
+            )
+        )
+        return {int(a): int(e) for a, e in rows}
+
+
+def result_rows(
+    execution_id: int, plan_id: str, results: Iterable[ActionOutcome], now: datetime
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "execution_id": execution_id,
+            "action_id": r.action_id,
+            "plan_id": plan_id,
+            "action": r.action,
+            "artifact_uri": r.artifact_uri,
+            "outcome": r.outcome.value,
+            "final": r.final,
+            "reason": r.reason,
+            "objects": r.objects,
+            "bytes": r.bytes,
+            "finished_at": now,
+        }
+        for r in results
+    ]
+
+
+def write_results(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(insert(R), list(rows))
+
+
+def finish_execution(
+    engine: Engine,
+    execution_id: int,
+    *,
+    now: datetime,
+    status: str,
+    results: Sequence[ActionOutcome],
+    done_before: int,
+    purged: int,
+    error: str | None = None,
+) -> None:
+    counts = {o: sum(1 for r in results if r.outcome is o) for o in Outcome}
+    with engine.begin() as conn:
+        conn.execute(
+            update(E)
+            .where(E.c.id == execution_id)
+            .values(
+                finished_at=now,
+                status=status,
+                actions_ok=counts[Outcome.OK],
+                actions_skipped=counts[Outcome.SKIPPED],
+                actions_failed=counts[Outcome.FAILED],
+                actions_done_before=done_before,
+                objects_purged=purged,
+                error=error,
+            )
+        )
+
+
+def executions(engine: Engine, plan_id: str) -> list[ExecutionSummary]:
+    """Every execution of a plan, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(E).where(E.c.plan_id == plan_id).order_by(E.c.id)).mappings()
+        return [
+            ExecutionSummary(
+                id=r["id"],
+                plan_id=r["plan_id"],
+                actor=r["actor"],
+                started_at=r["started_at"],
+                finished_at=r["finished_at"],
+                status=r["status"],
+                actions_ok=r["actions_ok"],
+                actions_skipped=r["actions_skipped"],
+                actions_failed=r["actions_failed"],
+                actions_done_before=r["actions_done_before"],
+                objects_purged=r["objects_purged"],
+                error=r["error"],
+            )
+            for r in rows
+        ]
+
+
+# ----------------------------------------------------------------------------- removed objects
+
+
+def pending_removals(
+    engine: Engine, plan_id: str, action_ids: Sequence[int]
+) -> dict[tuple[int, str], Any]:
+    """(action id, key) -> the removal row an earlier execution left for it: `pending`
+    (interrupted before it could record the outcome) or `removed` (its action failed on
+    other objects, so it is being re-run)."""
+    if not action_ids:
+        return {}
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(O).where(
+                and_(
+                    O.c.plan_id == plan_id,
+                    O.c.state.in_(("pending", "removed")),
+                    O.c.action_id.in_(list(action_ids)),
+                )
+            )
+        ).mappings()
+        return {(int(r["action_id"]), str(r["key"])): dict(r) for r in rows}
+
+
+def insert_pending(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(insert(O), [r | {"state": "pending"} for r in rows])
+
+
+def mark_removed(
+    conn: Connection,
+    plan_id: str,
+    removed: Sequence[tuple[int, str, str | None]],
+    *,
+    execution_id: int,
+    now: datetime,
+    purge_after: datetime | None,
+) -> None:
+    """Pending rows (action id, key, marker version) become `removed`."""
+    if not removed:
+        return
+    conn.execute(
+        update(O)
+        .where(
+            and_(
+                O.c.plan_id == plan_id,
+                O.c.action_id == bindparam("b_action"),
+                O.c.key == bindparam("b_key"),
+                O.c.state == "pending",
+            )
+        )
+        .values(
+            state="removed",
+            execution_id=execution_id,
+            marker_version_id=bindparam("b_marker"),
+            removed_at=now,
+            purge_after=purge_after,
+        ),
+        [{"b_action": a, "b_key": k, "b_marker": m} for a, k, m in removed],
+    )
+
+
+def drop_pending(conn: Connection, plan_id: str, keys: Sequence[tuple[int, str]]) -> None:
+    """Pending rows of objects that were not removed after all (their action failed)."""
+    if not keys:
+        return
+    conn.execute(
+        delete(O).where(
+            and_(
+                O.c.plan_id == plan_id,
+                O.c.action_id == bindparam("b_action"),
+                O.c.key == bindparam("b_key"),
+                O.c.state == "pending",
+            )
+        ),
+        [{"b_action": a, "b_key": k} for a, k in keys],
+    )

@@ -1,0 +1,200 @@
+"""Carrying out removals by delete mode, and copies (transition, archive), in bulk.
+
+- `quarantine`: copy each object to `<quarantine_url><plan_id>/<root-relative key>`, then
+  delete the sources. An action whose copies did not all succeed deletes nothing (its
+  stray quarantine copies are removed again).
+- `versioned`: a plain delete on a bucket with versioning on; the delete marker's version
+  id is the way back.
+- `permanent`: a plain delete.
+
+Deletes of many actions go to the Store together (it batches DeleteObjects by 1,000), and
+per-key results are mapped back to the objects; copies run in a bounded thread pool.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from governance.apply.types import StoreFactory
+from governance.errors import GovernanceError
+from governance.storage.base import KeyResult, Store
+
+DELETE_MODES = ("quarantine", "versioned", "permanent")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One object of one action: where it is and, for quarantine, where it goes."""
+
+    action_id: int
+    root_url: str
+    key: str
+    quarantine_root: str | None = None
+    quarantine_key: str | None = None
+
+
+def run_pool(
+    fn: Callable[[Any], KeyResult], items: Sequence[Any], concurrency: int
+) -> list[KeyResult]:
+    """`fn` over items in a bounded pool; an exception becomes a failed result."""
+
+    def safe(item: Any) -> KeyResult:
+        try:
+            return fn(item)
+        except GovernanceError as exc:
+            return KeyResult(getattr(item, "key", ""), False, error=str(exc))
+
+    if not items:
+        return []
+    with ThreadPoolExecutor(max(1, min(concurrency, len(items)))) as pool:
+        return list(pool.map(safe, items))
+
+
+def delete_keys(
+    stores: StoreFactory, items: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], KeyResult]:
+    """(root URL, key) -> result: one `Store.delete` call per root for all its keys."""
+    by_root: dict[str, list[str]] = defaultdict(list)
+    for root, key in items:
+        by_root[root].append(key)
+    results: dict[tuple[str, str], KeyResult] = {}
+    for root, keys in by_root.items():
+        try:
+            answers = stores(root).delete(keys)
+        except GovernanceError as exc:
+            answers = [KeyResult(k, False, error=str(exc)) for k in keys]
+        results.update({(root, r.key): r for r in answers})
+    return results
+
+
+def remove(
+    items: Sequence[Item], mode: str, stores: StoreFactory, concurrency: int
+) -> dict[tuple[int, str], KeyResult]:
+    """Remove objects the `mode` way; (action id, key) -> result (version_id = marker)."""
+    if mode not in DELETE_MODES:
+        raise ValueError(f"unknown delete mode {mode!r}")
+    to_delete = list(items)
+    failed: dict[tuple[int, str], KeyResult] = {}
+    if mode == "quarantine":
+        to_delete, failed = _quarantine_copy(items, stores, concurrency)
+    answers = delete_keys(stores, ((i.root_url, i.key) for i in to_delete))
+    results = dict(failed)
+    for item in to_delete:
+        answer = answers.get((item.root_url, item.key))
+        results[(item.action_id, item.key)] = answer or KeyResult(
+            item.key, False, error="no answer"
+        )
+    return results
+
+
+def _quarantine_copy(
+    items: Sequence[Item], stores: StoreFactory, concurrency: int
+) -> tuple[list[Item], dict[tuple[int, str], KeyResult]]:
+    """Copy into quarantine; returns the items whose whole action was copied, and failures."""
+
+    def copy(item: Item) -> KeyResult:
+        dest = stores(item.quarantine_root or "")
+        return stores(item.root_url).copy(item.key, dest, item.quarantine_key or "")
+
+    copied = run_pool(copy, items, concurrency)
+    bad_actions: dict[int, str] = {}
+    for item, result in zip(items, copied, strict=True):
+        if not result.ok and item.action_id not in bad_actions:
+            bad_actions[item.action_id] = f"quarantine copy of {item.key} failed: {result.error}"
+    ok_items = [i for i in items if i.action_id not in bad_actions]
+    failed = {
+        (i.action_id, i.key): KeyResult(i.key, False, error=bad_actions[i.action_id])
+        for i in items
+        if i.action_id in bad_actions
+    }
+    strays = [
+        (i.quarantine_root or "", i.quarantine_key or "")
+        for i, r in zip(items, copied, strict=True)
+        if r.ok and i.action_id in bad_actions
+    ]
+    delete_keys(stores, strays)  # best effort: the sources are untouched
+    return ok_items, failed
+
+
+def copy_in_place(
+    items: Sequence[tuple[int, str, str]],
+    storage_class: Mapping[int, str],
+    stores: StoreFactory,
+    concurrency: int,
+) -> dict[tuple[int, str], KeyResult]:
+    """Change storage classes by copying each (action id, root, key) onto itself."""
+
+    def copy(item: tuple[int, str, str]) -> KeyResult:
+        action_id, root, key = item
+        store = stores(root)
+        return store.copy(key, store, key, storage_class=storage_class[action_id])
+
+    results = run_pool(copy, items, concurrency)
+    return {(a, k): r for (a, _, k), r in zip(items, results, strict=True)}
+
+
+def copy_to(
+    items: Sequence[tuple[int, str, str, str, str]], stores: StoreFactory, concurrency: int
+) -> dict[tuple[int, str], KeyResult]:
+    """Copy (action id, root, key, dest root, dest key) and verify the copy's size."""
+
+    def copy(item: tuple[int, str, str, str, str]) -> KeyResult:
+        _, root, key, dest_root, dest_key = item
+        source, dest = stores(root), stores(dest_root)
+        result = source.copy(key, dest, dest_key)
+        if not result.ok:
+            return result
+        before, after = source.head([key]).get(key), dest.head([dest_key]).get(dest_key)
+        if before is None or after is None or before.size != after.size:
+            return KeyResult(key, False, error=f"copy to {dest.uri(dest_key)} not verified")
+        return result
+
+    results = run_pool(copy, items, concurrency)
+    return {(i[0], i[2]): r for i, r in zip(items, results, strict=True)}
+
+
+# ----------------------------------------------------------------------------- versions
+
+
+def versioning_enabled(store: Store) -> bool:
+    """True only for a bucket whose versioning is Enabled (filesystems: never)."""
+    check = getattr(store, "versioning_enabled", None)
+    return bool(check()) if check is not None else False
+
+
+def latest_delete_marker(store: Store, key: str) -> str | None:
+    """The version id of the delete marker that hides `key` now (S3 only), if any."""
+    client, bucket, prefix = _s3_parts(store)
+    full = prefix + key
+    response = client.list_object_versions(Bucket=bucket, Prefix=full)
+    for marker in response.get("DeleteMarkers", ()):
+        if marker.get("Key") == full and marker.get("IsLatest"):
+            return str(marker["VersionId"])
+    return None
+
+
+def delete_version(store: Store, key: str, version_id: str) -> KeyResult:
+    """Delete one version of a key (S3 only): deleting a delete marker undoes a delete."""
+    from governance.storage.errors import translate
+
+    client, bucket, prefix = _s3_parts(store)
+    try:
+        client.delete_object(Bucket=bucket, Key=prefix + key, VersionId=version_id)
+    except Exception as exc:
+        return KeyResult(key, False, error=str(translate(store.url, exc)))
+    return KeyResult(key, True)
+
+
+def _s3_parts(store: Store) -> tuple[Any, str, str]:
+    """The boto3 client, bucket and prefix of an S3Store.
+
+    The Store protocol has no per-version calls; restore of a versioned delete needs one.
+    """
+    client = getattr(store, "_client", None)
+    if client is None:
+        raise GovernanceError(f"{store.url}: versioned deletes need an S3 store")
+    return client, str(getattr(store, "bucket", "")), str(getattr(store, "prefix", ""))

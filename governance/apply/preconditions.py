@@ -1,0 +1,229 @@
+"""Re-checking a plan's preconditions against storage, just before acting.
+
+Every object of an action is compared with what the plan saw: size, ETag (or mtime
+token) and version id. One changed, vanished or re-uploaded object makes the whole
+artifact's action `stale` (never half-processed). Object Lock retention in the future or
+a legal hold skips the artifact too, for good: locks are never bypassed.
+
+Requests are batched: one `head` call per root for many actions (S3Store runs HEADs in
+its thread pool), and for directory artifacts on an S3 bucket without versioning (hence
+without Object Lock, which needs versioning) one listing of the artifact's prefix, which
+answers up to 1,000 keys per request.
+
+An object that is gone but has a `pending` removal row was removed by an apply that was
+killed before it could record so: it counts as removed, not as stale (for quarantine,
+only when its quarantine copy is there).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from governance.apply.types import StoreFactory
+from governance.errors import GovernanceError
+from governance.plan.types import ActionType, ObjectRef, PlannedAction
+from governance.storage.base import ObjectState, Store
+
+LIST_MIN_OBJECTS = 4  # below this, HEADs are as cheap as a listing
+COPY_IN_PLACE = (ActionType.TRANSITION,)
+
+
+@dataclass(slots=True)
+class Check:
+    """What is left to do for one action, or why it is skipped."""
+
+    action: PlannedAction
+    todo: list[ObjectRef] = field(default_factory=list)
+    already: list[ObjectRef] = field(default_factory=list)  # done by an interrupted apply
+    skip: str | None = None  # the reason, when the action is skipped
+    final: bool = False  # a skip that is for good (lock, not applicable)
+
+
+def in_place_class(action: PlannedAction) -> str | None:
+    """The target storage class when the action changes classes by copying onto itself."""
+    if action.action is ActionType.TRANSITION or (
+        action.action is ActionType.ARCHIVE and action.dest_url is None
+    ):
+        return action.storage_class
+    return None
+
+
+def check_actions(
+    actions: Sequence[PlannedAction],
+    stores: StoreFactory,
+    *,
+    now: datetime,
+    pending: Mapping[tuple[int, str], Mapping[str, Any]],
+) -> list[Check]:
+    """One Check per action, in order, with storage asked in as few requests as it can."""
+    states = _current_states(actions, stores)
+    quarantined = _quarantine_copies(actions, states, stores, pending)
+    return [_check_one(a, states, quarantined, pending, stores, now) for a in actions]
+
+
+def _current_states(
+    actions: Sequence[PlannedAction], stores: StoreFactory
+) -> dict[tuple[str, str], ObjectState]:
+    """(root URL, key) -> state now, for every object of the actions that has one."""
+    to_head: dict[str, set[str]] = defaultdict(set)
+    found: dict[tuple[str, str], ObjectState] = {}
+    for action in actions:
+        if action.action is ActionType.ABORT_UPLOAD:
+            continue
+        root = action.artifact.root_url
+        store = stores(root)
+        if _listable(action, store):
+            found.update(_list_artifact(action, stores))
+        else:
+            to_head[root].update(o.key for o in action.objects)
+    for root, keys in to_head.items():
+        for key, state in stores(root).head(sorted(keys)).items():
+            found[(root, key)] = state
+    return found
+
+
+def _listable(action: PlannedAction, store: Store) -> bool:
+    versioned = getattr(store, "versioning_enabled", None)
+    return (
+        action.artifact.uri.endswith("/")
+        and len(action.objects) >= LIST_MIN_OBJECTS
+        and versioned is not None
+        and not versioned()
+    )
+
+
+def _list_artifact(
+    action: PlannedAction, stores: StoreFactory
+) -> dict[tuple[str, str], ObjectState]:
+    root = action.artifact.root_url
+    prefix = action.artifact.uri[len(root) :]
+    sub = stores(action.artifact.uri)
+    return {
+        (root, prefix + o.key): ObjectState(
+            key=prefix + o.key,
+            size=o.size,
+            etag=o.etag,
+            last_modified=o.last_modified,
+            version_id=o.version_id,
+            storage_class=o.storage_class,
+        )
+        for o in sub.list()
+        if not o.upload_id
+    }
+
+
+def _quarantine_copies(
+    actions: Sequence[PlannedAction],
+    states: Mapping[tuple[str, str], ObjectState],
+    stores: StoreFactory,
+    pending: Mapping[tuple[int, str], Mapping[str, Any]],
+) -> dict[tuple[str, str], ObjectState]:
+    """Quarantine copies of vanished objects that an interrupted apply was removing."""
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for action in actions:
+        for obj in action.objects:
+            row = pending.get((action.id, obj.key))
+            if (
+                row is not None
+                and row["state"] == "pending"
+                and row["quarantine_root"]
+                and (action.artifact.root_url, obj.key) not in states
+            ):
+                wanted[row["quarantine_root"]].add(row["quarantine_key"])
+    found: dict[tuple[str, str], ObjectState] = {}
+    for qroot, keys in wanted.items():
+        try:
+            heads = stores(qroot).head(sorted(keys))
+        except GovernanceError:
+            continue  # cannot prove the copy: those objects count as stale
+        found.update({(qroot, k): s for k, s in heads.items()})
+    return found
+
+
+def _check_one(
+    action: PlannedAction,
+    states: Mapping[tuple[str, str], ObjectState],
+    quarantined: Mapping[tuple[str, str], ObjectState],
+    pending: Mapping[tuple[int, str], Mapping[str, Any]],
+    stores: StoreFactory,
+    now: datetime,
+) -> Check:
+    check = Check(action)
+    if action.action is ActionType.ABORT_UPLOAD:
+        check.todo = list(action.objects)
+        return check
+    target_class = in_place_class(action)
+    root = action.artifact.root_url
+    if target_class is not None and not stores(root).supports_storage_classes:
+        check.skip = f"not applicable: {root} has no storage classes"
+        check.final = True
+        return check
+    problems: list[str] = []
+    for obj in action.objects:
+        state = states.get((root, obj.key))
+        if state is None:
+            if _removed_before(action, obj, pending, quarantined):
+                check.already.append(obj)
+            else:
+                problems.append(f"{obj.key} vanished")
+            continue
+        lock = _lock_reason(obj.key, state, now)
+        if lock is not None:
+            check.skip, check.final = lock, True
+            return check
+        if target_class is not None and (state.storage_class, state.size) == (
+            target_class,
+            obj.size,
+        ):
+            check.already.append(obj)  # copied onto itself by an interrupted apply
+            continue
+        change = _changed(obj, state)
+        if change:
+            problems.append(f"{obj.key} {change}")
+        else:
+            check.todo.append(obj)
+    if problems:
+        shown = "; ".join(problems[:3]) + (
+            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        check.skip = f"stale: {shown} since the plan was made"
+        check.todo, check.already = [], []
+    return check
+
+
+def _removed_before(
+    action: PlannedAction,
+    obj: ObjectRef,
+    pending: Mapping[tuple[int, str], Mapping[str, Any]],
+    quarantined: Mapping[tuple[str, str], ObjectState],
+) -> bool:
+    row = pending.get((action.id, obj.key))
+    if row is None:
+        return False
+    if row["state"] == "removed" or not row["quarantine_root"]:
+        return True  # versioned or permanent: our delete went through
+    copy = quarantined.get((row["quarantine_root"], row["quarantine_key"]))
+    return copy is not None and copy.size == obj.size
+
+
+def _lock_reason(key: str, state: ObjectState, now: datetime) -> str | None:
+    if state.legal_hold:
+        return f"legal hold: {key} is under a legal hold"
+    if state.lock_until is not None and state.lock_until > now:
+        mode = (state.lock_mode or "").lower() or "retention"
+        return f"object lock: {key} is retained ({mode}) until {state.lock_until.isoformat()}"
+    return None
+
+
+def _changed(obj: ObjectRef, state: ObjectState) -> str | None:
+    if state.size != obj.size:
+        return f"changed size ({obj.size} -> {state.size} bytes)"
+    if obj.etag and state.etag and state.etag != obj.etag:
+        return "was rewritten (ETag differs)"
+    if obj.version_id and state.version_id and state.version_id != obj.version_id:
+        return "was re-uploaded (version differs)"
+    return None

@@ -1,0 +1,170 @@
+"""`restore_plan`: bring back what a plan's apply removed, byte for byte.
+
+Works only from `removed_objects` rows in state `removed`: quarantined objects are copied
+back to their original key and then removed from quarantine; versioned deletes are
+undone by deleting the delete marker; permanent deletes cannot be undone and say so.
+An object that exists again at its original key is never overwritten.
+
+    restore_plan(engine, plan_id, actor="ops", now=now, stores=opener,
+                 uris=["s3://b/runs/r1/checkpoint-4000/"])
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, select, update
+from sqlalchemy.engine import Engine
+
+from governance.apply.journal import O
+from governance.apply.modes import delete_keys, delete_version, run_pool
+from governance.apply.types import RestoredObject, RestoreReport, StoreFactory
+from governance.catalog.plans import load_plan_header
+from governance.errors import ArgumentError
+from governance.storage.base import KeyResult
+
+CHUNK = 1000
+
+
+def restore_plan(
+    engine: Engine,
+    plan_id: str,
+    *,
+    actor: str,
+    now: datetime,
+    stores: StoreFactory,
+    uris: Sequence[str] = (),
+    concurrency: int = 16,
+    dry_run: bool = False,
+) -> RestoreReport:
+    """Restore every removed object of the plan (or those under `uris`); report each one."""
+    load_plan_header(engine, plan_id)  # UnknownPlanError for a wrong id
+    with engine.connect() as conn:
+        rows = [
+            dict(r)
+            for r in conn.execute(
+                select(O)
+                .where(and_(O.c.plan_id == plan_id, O.c.state == "removed"))
+                .order_by(O.c.id)
+            ).mappings()
+        ]
+    wanted = [_as_url(u) for u in uris]
+    if wanted:
+        rows = [r for r in rows if _matches(r, wanted)]
+        if not rows:
+            raise ArgumentError(
+                f"plan {plan_id}: nothing removed (and not yet restored) under {', '.join(uris)}"
+            )
+    report = RestoreReport(plan_id=plan_id, dry_run=dry_run)
+    for start in range(0, len(rows), CHUNK):
+        batch = rows[start : start + CHUNK]
+        if dry_run:
+            report.objects += [_restored(r, KeyResult(r["key"], True)) for r in batch]
+            continue
+        results = _restore_batch(batch, stores, concurrency)
+        report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
+        _commit(engine, plan_id, actor, batch, results, now)
+    return report
+
+
+def _restore_batch(
+    rows: Sequence[dict[str, Any]], stores: StoreFactory, concurrency: int
+) -> list[KeyResult]:
+    def one(row: dict[str, Any]) -> KeyResult:
+        key = row["key"]
+        if row["mode"] == "permanent":
+            return KeyResult(key, False, error="deleted permanently: there is no way back")
+        store = stores(row["root_url"])
+        if store.head([key]):
+            return KeyResult(key, False, error="an object exists at the original key again")
+        if row["mode"] == "versioned":
+            marker = row["marker_version_id"]
+            if not marker:
+                return KeyResult(key, False, error="the delete marker's version id is unknown")
+            return delete_version(store, key, marker)
+        quarantine = stores(row["quarantine_root"])
+        copied = quarantine.copy(row["quarantine_key"], store, key)
+        if not copied.ok:
+            return KeyResult(key, False, error=f"copy back failed: {copied.error}")
+        back = store.head([key]).get(key)
+        if back is None or back.size != row["size"]:
+            return KeyResult(key, False, error="copy back not verified (size differs)")
+        return KeyResult(key, True)
+
+    results = run_pool(one, rows, concurrency)
+    done_copies = [
+        (r["quarantine_root"], r["quarantine_key"])
+        for r, res in zip(rows, results, strict=True)
+        if res.ok and r["mode"] == "quarantine"
+    ]
+    delete_keys(stores, done_copies)  # a copy left behind is purged later: harmless
+    return results
+
+
+def _commit(
+    engine: Engine,
+    plan_id: str,
+    actor: str,
+    rows: Sequence[dict[str, Any]],
+    results: Sequence[KeyResult],
+    now: datetime,
+) -> None:
+    from governance import audit
+
+    ok_ids = [r["id"] for r, res in zip(rows, results, strict=True) if res.ok]
+    per_artifact: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r, res in zip(rows, results, strict=True):
+        per_artifact[r["artifact_uri"]][0 if res.ok else 1] += 1
+    with engine.begin() as conn:
+        if ok_ids:
+            conn.execute(
+                update(O)
+                .where(O.c.id == bindparam("b_id"))
+                .values(state="restored", restored_at=now),
+                [{"b_id": i} for i in ok_ids],
+            )
+        audit.record_many(
+            conn,
+            [
+                audit.NewEvent(
+                    event="restore",
+                    actor=actor,
+                    plan_id=plan_id,
+                    at=now,
+                    payload={"artifact": uri, "restored": ok, "failed": bad},
+                )
+                for uri, (ok, bad) in sorted(per_artifact.items())
+            ],
+        )
+
+
+def _restored(row: dict[str, Any], result: KeyResult) -> RestoredObject:
+    return RestoredObject(
+        uri=row["root_url"] + row["key"],
+        artifact_uri=row["artifact_uri"],
+        ok=result.ok,
+        how=row["mode"],
+        error=result.error,
+    )
+
+
+def _matches(row: dict[str, Any], wanted: Sequence[str]) -> bool:
+    uri = row["root_url"] + row["key"]
+    for w in wanted:
+        if w in (uri, row["artifact_uri"], row["artifact_uri"].rstrip("/")):
+            return True
+        if w.endswith("/") and uri.startswith(w):
+            return True
+    return False
+
+
+def _as_url(value: str) -> str:
+    """A URL as given, or a plain path as a `file://` URL (keeping a trailing '/')."""
+    if "://" in value:
+        return value
+    path = os.path.abspath(os.path.expanduser(value))
+    return "file://" + path + ("/" if value.endswith("/") else "")

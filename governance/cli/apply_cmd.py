@@ -1,0 +1,194 @@
+"""`govern apply` and `govern restore`: thin adapters over `governance.apply`.
+
+Exit codes (spec/cli.md): 0 all done; 1 some action (or object) failed; 2 unknown plan
+or bad arguments; 3 refused (not approved, expired, lock held, permanent without --yes).
+Reports go to stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from governance.cli.context import AppContext, pass_app
+from governance.cli.output import FORMATS_BASIC, emit_json, format_option, stdout_console
+from governance.errors import EXIT_FAILED
+
+if TYPE_CHECKING:
+    from governance.apply import ExecutionReport, RestoreReport, StoreOpener
+
+policy_option = click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The policy whose storage roots give endpoints and credentials (else defaults).",
+)
+
+
+def _opener(app: AppContext, policy_path: Path | None) -> StoreOpener:
+    from governance.apply import StoreOpener, StoreSettings
+
+    roots: list[StoreSettings] = []
+    if policy_path is not None:
+        from governance.policy import load_policy
+
+        policy = load_policy(policy_path)
+        roots = [StoreSettings(r.url, r.endpoint_url, r.profile, r.region) for r in policy.storage]
+    return StoreOpener(roots, concurrency=app.settings.concurrency)
+
+
+@click.command()
+@click.argument("plan_id")
+@policy_option
+@click.option(
+    "--yes", is_flag=True, help="Confirm permanent deletes (apply.delete_mode: permanent)."
+)
+@click.option(
+    "--only-non-destructive",
+    is_flag=True,
+    help="Carry out only transitions and other non-destructive actions.",
+)
+@click.option("--dry-run", is_flag=True, help="Re-check every action and report; change nothing.")
+@format_option(*FORMATS_BASIC)
+@pass_app
+def apply(
+    app: AppContext,
+    plan_id: str,
+    policy_path: Path | None,
+    yes: bool,
+    only_non_destructive: bool,
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Carry out an approved plan: re-check each artifact, act, record each outcome.
+
+    Deletes go to quarantine by default (see `govern restore`). Running it again after an
+    interruption finishes what is left and repeats nothing that was done.
+    """
+    from governance.apply import apply_plan
+
+    def progress(done: int, total: int) -> None:
+        if not app.settings.quiet:
+            click.echo(f"apply {plan_id}: {done:,}/{total:,} actions", err=True)
+
+    report = apply_plan(
+        app.engine,
+        plan_id,
+        actor=app.settings.identity,
+        now=datetime.now(UTC),
+        stores=_opener(app, policy_path),
+        only_non_destructive=only_non_destructive,
+        dry_run=dry_run,
+        yes=yes,
+        progress=progress,
+    )
+    if fmt == "json":
+        emit_json(report.to_dict())
+    else:
+        _print_execution(report)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=True)
+    if report.failed:
+        click.echo(
+            f"{report.failed} action(s) failed; plan {plan_id} is {report.plan_status}", err=True
+        )
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+@click.command()
+@click.argument("plan_id")
+@policy_option
+@click.option(
+    "--uri",
+    "uris",
+    multiple=True,
+    metavar="URL",
+    help="Restore only this artifact or object (repeatable); default: everything.",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be restored; change nothing.")
+@format_option(*FORMATS_BASIC)
+@pass_app
+def restore(
+    app: AppContext,
+    plan_id: str,
+    policy_path: Path | None,
+    uris: tuple[str, ...],
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Undo a plan's quarantined or versioned deletes, byte for byte."""
+    from governance.apply import restore_plan
+
+    report = restore_plan(
+        app.engine,
+        plan_id,
+        actor=app.settings.identity,
+        now=datetime.now(UTC),
+        stores=_opener(app, policy_path),
+        uris=uris,
+        concurrency=app.settings.concurrency,
+        dry_run=dry_run,
+    )
+    if fmt == "json":
+        emit_json(report.to_dict())
+    else:
+        _print_restore(report)
+    if report.failed:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+def _print_execution(report: ExecutionReport) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    title = f"Plan {report.plan_id}: {report.plan_status}"
+    if report.dry_run:
+        title += " (dry run: nothing changed)"
+    table = Table(title=title)
+    for column in ("id", "action", "artifact", "outcome", "reason"):
+        table.add_column(column, overflow="fold")
+    for r in report.results:
+        table.add_row(str(r.action_id), r.action, r.artifact_uri, r.outcome.value, r.reason)
+    console.print(table)
+    if report.done_before:
+        console.print(f"{len(report.done_before)} action(s) done by earlier executions")
+    if report.not_run:
+        console.print(
+            f"{len(report.not_run)} destructive action(s) not run (--only-non-destructive)"
+        )
+    if report.purged:
+        console.print(f"{report.purged} quarantined object(s) purged (past quarantine_for)")
+    if report.executions:
+        runs = Table(title="Executions")
+        for column in ("id", "actor", "started", "finished", "status", "ok", "skipped", "failed"):
+            runs.add_column(column)
+        for e in report.executions:
+            runs.add_row(
+                str(e.id),
+                e.actor,
+                e.started_at.isoformat(timespec="seconds"),
+                e.finished_at.isoformat(timespec="seconds") if e.finished_at else "-",
+                e.status,
+                str(e.actions_ok),
+                str(e.actions_skipped),
+                str(e.actions_failed),
+            )
+        console.print(runs)
+
+
+def _print_restore(report: RestoreReport) -> None:
+    from rich.table import Table
+
+    console = stdout_console()
+    table = Table(
+        title=f"Restore of plan {report.plan_id}" + (" (dry run)" if report.dry_run else "")
+    )
+    for column in ("object", "how", "result"):
+        table.add_column(column, overflow="fold")
+    for o in report.objects:
+        table.add_row(o.uri, o.how, "restored" if o.ok else f"failed: {o.error}")
+    console.print(table)
+    console.print(f"{report.restored} restored, {report.failed} failed")

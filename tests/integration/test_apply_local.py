@@ -1,0 +1,241 @@
+"""`govern apply` / `govern restore` on local disk, end to end through the CLI.
+
+One finished Hugging Face run (steps 500..2000, written in 2024) and some residue: the
+plan deletes checkpoint-1000, strips 500 and 1500 to weights + metadata, keeps 2000 whole,
+and deletes the residue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from governance.apply import StoreOpener, purge_quarantine
+from governance.plan.service import make_plan
+from governance.policy import load_policy
+from tests.fixtures.builders import hf_run, local_writer, marker, residue
+from tests.integration.test_apply_support import (
+    Setup,
+    actions_by,
+    policy_text,
+    snapshot,
+)
+
+RUN = "runs/a/"
+STRIPPED = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt")
+
+
+def build(tmp_path: Path, extra: str | None = None) -> tuple[Setup, Path]:
+    storage = tmp_path / "storage"
+    plain = local_writer(storage)
+
+    def write(key: str, content: bytes, mtime: datetime | None) -> None:
+        if key.endswith((".pt", ".pth", ".bin", ".safetensors")):
+            content += key.encode()  # every blob distinct: restores must put each back
+        plain(key, content, mtime)
+
+    hf_run(write, RUN, steps=(500, 1000, 1500, 2000))
+    marker(write, RUN)
+    residue(write, "scratch")
+    policy = tmp_path / "policy.yaml"
+    kwargs = {} if extra is None else {"extra": extra}
+    policy.write_text(policy_text(str(storage), **kwargs))
+    return Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy), storage
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Setup, Path]:
+    return build(tmp_path)
+
+
+def test_quarantine_apply_then_restore_is_byte_identical(tree: tuple[Setup, Path]) -> None:
+    setup, storage = tree
+    before = snapshot(storage)
+    doc = setup.plan()
+    base = storage.as_uri() + "/"
+    assert actions_by(doc, base) == {
+        f"{RUN}checkpoint-1000/": ["delete"],
+        f"{RUN}checkpoint-1500/": ["strip"],
+        f"{RUN}checkpoint-500/": ["strip"],
+        "scratch/blob.incomplete": ["delete"],
+        "scratch/model.safetensors.partial": ["delete"],
+        "scratch/upload.tmp": ["delete"],
+    }
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    assert report["plan_status"] == "applied"
+    assert {r["outcome"] for r in report["results"]} == {"ok"}
+
+    ckpts = storage / RUN
+    assert not (ckpts / "checkpoint-1000").exists()
+    for step in (500, 1500):  # strip deleted only the named components
+        left = {p.name for p in (ckpts / f"checkpoint-{step}").iterdir()}
+        assert not left & set(STRIPPED)
+        assert {"model.safetensors", "config.json", "trainer_state.json"} <= left
+    assert snapshot(ckpts / "checkpoint-2000") == {
+        k.removeprefix(f"{RUN}checkpoint-2000/"): v
+        for k, v in before.items()
+        if k.startswith(f"{RUN}checkpoint-2000/")
+    }
+    quarantine = storage.parent / ".govern-quarantine" / doc["plan_id"]
+    assert (quarantine / RUN / "checkpoint-1000" / "model.safetensors").is_file()
+    assert setup.status(doc["plan_id"]) == "applied"
+
+    # invariants hold on the new state: a new plan keeps the newest complete checkpoint
+    engine = setup.engine()
+    again = make_plan(engine, load_policy(setup.policy), datetime.now(UTC), actor="carol")
+    kept = {k.artifact.uri for k in again.kept}
+    assert f"{base}{RUN}checkpoint-2000/" in kept
+    assert all("checkpoint-2000" not in a.artifact.uri for a in again.actions)
+    engine.dispose()
+
+    restored = json.loads(setup.restore(doc["plan_id"]).stdout)
+    assert restored["restored"] == 23
+    assert restored["failed"] == 0
+    assert snapshot(storage) == before  # bytes and modification times
+    assert not quarantine.exists() or not any(quarantine.rglob("*.pt"))
+    # nothing is restored twice
+    assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == 0
+
+
+def test_restore_by_uri_brings_back_one_artifact(tree: tuple[Setup, Path]) -> None:
+    setup, storage = tree
+    before = snapshot(storage)
+    doc = setup.plan()
+    setup.apply(doc["plan_id"])
+    target = f"{storage.as_uri()}/{RUN}checkpoint-1000/"
+    restored = json.loads(setup.restore(doc["plan_id"], "--uri", target).stdout)
+    assert restored["restored"] == 12
+    assert {o["artifact_uri"] for o in restored["objects"]} == {target}
+    now = snapshot(storage)
+    assert {k: v for k, v in now.items() if "checkpoint-1000" in k} == {
+        k: v for k, v in before.items() if "checkpoint-1000" in k
+    }
+    assert not (storage / "scratch" / "upload.tmp").exists()
+    nothing = setup.restore(doc["plan_id"], "--uri", f"{storage.as_uri()}/elsewhere/", code=2)
+    assert "nothing removed" in nothing.stderr
+
+
+def test_stale_artifacts_are_skipped_whole_and_the_rest_applied(
+    tree: tuple[Setup, Path],
+) -> None:
+    setup, storage = tree
+    doc = setup.plan()
+    ckpt = storage / RUN
+    (ckpt / "checkpoint-1000" / "optimizer.pt").write_bytes(b"rewritten after planning")
+    (ckpt / "checkpoint-500" / "scheduler.pt").unlink()  # vanished
+    upload = storage / "scratch" / "upload.tmp"
+    upload.write_bytes(upload.read_bytes())  # re-uploaded: same bytes, new mtime token
+    os.utime(upload, ns=(1, 2))
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    by_uri = {r["artifact_uri"].rsplit("storage/", 1)[1]: r for r in report["results"]}
+    for key in (f"{RUN}checkpoint-1000/", f"{RUN}checkpoint-500/", "scratch/upload.tmp"):
+        assert by_uri[key]["outcome"] == "skipped", key
+        assert by_uri[key]["reason"].startswith("stale"), by_uri[key]
+    assert "vanished" in by_uri[f"{RUN}checkpoint-500/"]["reason"]
+    # the stale checkpoint is untouched: never half-processed
+    assert len(list((ckpt / "checkpoint-1000").iterdir())) == 12
+    assert (ckpt / "checkpoint-500" / "optimizer.pt").exists()
+    assert by_uri[f"{RUN}checkpoint-1500/"]["outcome"] == "ok"
+    assert not (ckpt / "checkpoint-1500" / "optimizer.pt").exists()
+    assert by_uri["scratch/blob.incomplete"]["outcome"] == "ok"
+    assert report["plan_status"] == "partially_applied"
+    assert setup.status(doc["plan_id"]) == "partially_applied"
+
+    # a second apply repeats nothing that was done and still refuses the stale ones
+    again = json.loads(setup.apply(doc["plan_id"]).stdout)
+    assert len(again["done_before"]) == 3
+    assert {r["outcome"] for r in again["results"]} == {"skipped"}
+    assert [e["id"] for e in again["executions"]] == [1, 2]
+
+
+def test_dry_run_changes_nothing_and_may_run_before_approval(tmp_path: Path) -> None:
+    setup, storage = build(tmp_path, extra="")  # default approval: destructive needs one
+    before = snapshot(storage)
+    doc = setup.plan()
+    assert doc["status"] == "pending_approval"
+    report = json.loads(setup.apply(doc["plan_id"], "--dry-run").stdout)
+    assert report["dry_run"]
+    assert {r["outcome"] for r in report["results"]} == {"would_apply"}
+    assert any("not approved" in n for n in report["notes"])
+    assert report["executions"] == []
+    assert snapshot(storage) == before
+
+    refused = setup.apply(doc["plan_id"], code=3)
+    assert "not approved" in refused.stderr
+    assert snapshot(storage) == before
+
+    setup.approve(doc["plan_id"])
+    assert json.loads(setup.apply(doc["plan_id"]).stdout)["plan_status"] == "applied"
+    setup.apply(doc["plan_id"], code=3)  # already applied: never applied twice
+
+
+def test_permanent_needs_yes_and_cannot_be_restored(tmp_path: Path) -> None:
+    setup, storage = build(
+        tmp_path, extra="approval: {require_for: []}\napply: {delete_mode: permanent}\n"
+    )
+    before = snapshot(storage)
+    doc = setup.plan()
+    refused = setup.apply(doc["plan_id"], code=3)
+    assert "--yes" in refused.stderr
+    assert snapshot(storage) == before
+    assert not (storage.parent / ".govern-quarantine").exists()
+
+    report = json.loads(setup.apply(doc["plan_id"], "--yes").stdout)
+    assert report["plan_status"] == "applied"
+    assert not (storage / RUN / "checkpoint-1000").exists()
+    assert not (storage.parent / ".govern-quarantine").exists()
+    restore = json.loads(setup.restore(doc["plan_id"], code=1).stdout)
+    assert restore["restored"] == 0
+    assert "no way back" in restore["objects"][0]["error"]
+
+
+def test_versioned_mode_is_refused_on_a_filesystem(tmp_path: Path) -> None:
+    setup, storage = build(
+        tmp_path, extra="approval: {require_for: []}\napply: {delete_mode: versioned}\n"
+    )
+    before = snapshot(storage)
+    doc = setup.plan()
+    refused = setup.apply(doc["plan_id"], code=3)
+    assert "versioning is not enabled" in refused.stderr
+    assert snapshot(storage) == before
+
+
+def test_only_non_destructive_leaves_the_plan_pending(tmp_path: Path) -> None:
+    setup, storage = build(tmp_path, extra="")
+    before = snapshot(storage)
+    doc = setup.plan()
+    report = json.loads(setup.apply(doc["plan_id"], "--only-non-destructive").stdout)
+    assert len(report["not_run"]) == len(doc["actions"])
+    assert report["results"] == []
+    assert snapshot(storage) == before
+    assert setup.status(doc["plan_id"]) == "pending_approval"
+
+
+def test_purge_deletes_quarantine_past_its_time(tree: tuple[Setup, Path]) -> None:
+    setup, storage = tree
+    doc = setup.plan()
+    setup.apply(doc["plan_id"])
+    quarantine = storage.parent / ".govern-quarantine"
+    assert any(quarantine.rglob("*.pt"))
+    engine = setup.engine()
+    opener = StoreOpener()
+    soon = purge_quarantine(engine, now=datetime.now(UTC), stores=opener, actor="ops")
+    assert soon.purged == 0
+    later = datetime.now(UTC) + timedelta(days=15)
+    assert (
+        purge_quarantine(engine, now=later, stores=opener, actor="ops", dry_run=True).purged == 23
+    )
+    assert any(quarantine.rglob("*.pt"))
+    assert purge_quarantine(engine, now=later, stores=opener, actor="ops").purged == 23
+    assert not any(p.is_file() for p in quarantine.rglob("*"))
+    from governance.audit import events
+
+    assert [e.payload["objects"] for e in events(engine, doc["plan_id"]) if e.event == "purge"] == [
+        23
+    ]
+    engine.dispose()
+    assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == 0

@@ -1,0 +1,181 @@
+"""An apply killed with SIGKILL halfway resumes exactly once; two applies cannot overlap.
+
+`govern apply` runs as a real subprocess over a local plan of many small actions, with
+`GOVERN_APPLY_CHUNK_OBJECTS` making each batch tiny and `GOVERN_TEST_APPLY_DELAY`
+sleeping after each committed batch, so the test can catch it in the middle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from governance.apply import StoreOpener, apply_plan
+from governance.storage import normalize_url
+from tests.fixtures.builders import local_writer, residue
+from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
+
+PREFIXES = 30  # three residue files each: 90 delete actions
+
+
+def build(tmp_path: Path) -> tuple[Setup, Path, str]:
+    storage = tmp_path / "storage"
+    write = local_writer(storage)
+    for i in range(PREFIXES):
+        residue(write, f"scratch/{i:03d}")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        policy_text(str(storage), extra=NO_APPROVAL + "safety: {max_delete_fraction: 1}\n")
+    )
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    doc = setup.plan()
+    assert len(doc["actions"]) == 3 * PREFIXES
+    return setup, storage, doc["plan_id"]
+
+
+def start_apply(setup: Setup, plan_id: str, delay: float) -> subprocess.Popen[bytes]:
+    env = os.environ | {
+        "GOVERN_TEST_APPLY_DELAY": str(delay),
+        "GOVERN_APPLY_CHUNK_OBJECTS": "3",
+        "GOVERN_USER": "alice",
+    }
+    govern = Path(sys.executable).parent / "govern"
+    return subprocess.Popen(
+        [str(govern), "--catalog", setup.catalog, "-q", "apply", plan_id, "--format", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def count(setup: Setup, sql: str) -> int:
+    engine = setup.engine()
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(text(sql)).scalar() or 0)
+    finally:
+        engine.dispose()
+
+
+def wait_for(predicate: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def test_sigkill_halfway_then_apply_again_finishes_exactly_once(tmp_path: Path) -> None:
+    setup, storage, plan_id = build(tmp_path)
+    proc = start_apply(setup, plan_id, delay=0.1)
+    try:
+        wait_for(lambda: count(setup, "SELECT count(*) FROM action_results") >= 9)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()  # reaped: its pid is dead, so its lock is stale at once
+    first = count(setup, "SELECT count(*) FROM action_results")
+    assert 9 <= first < 3 * PREFIXES
+    assert count(setup, "SELECT count(*) FROM apply_locks") == 1
+
+    result = setup.apply(plan_id)
+    report = json.loads(result.stdout)
+    assert len(report["done_before"]) >= first
+    assert len(report["done_before"]) + len(report["results"]) == 3 * PREFIXES
+    assert {r["outcome"] for r in report["results"]} == {"ok"}
+    assert report["plan_status"] == "applied"
+    assert [e["status"] for e in report["executions"]] == ["interrupted", "applied"]
+
+    engine = setup.engine()
+    with engine.connect() as conn:
+        done = Counter(
+            a
+            for (a,) in conn.execute(
+                text("SELECT action_id FROM action_results WHERE outcome = 'ok'")
+            )
+        )
+        removed = conn.execute(
+            text("SELECT state, count(*) FROM removed_objects GROUP BY state")
+        ).all()
+    engine.dispose()
+    assert set(done) == set(range(1, 3 * PREFIXES + 1))
+    assert set(done.values()) == {1}  # every action done exactly once
+    assert dict(removed) == {"removed": 3 * PREFIXES}
+    assert not any(p.is_file() for p in storage.rglob("*"))
+    quarantined = [p for p in (storage.parent / ".govern-quarantine").rglob("*") if p.is_file()]
+    assert len(quarantined) == 3 * PREFIXES
+    assert count(setup, "SELECT count(*) FROM apply_locks") == 0
+
+    restored = json.loads(setup.restore(plan_id).stdout)
+    assert restored["restored"] == 3 * PREFIXES
+
+
+def test_a_second_apply_of_the_same_plan_is_refused_while_one_runs(tmp_path: Path) -> None:
+    setup, _, plan_id = build(tmp_path)
+    proc = start_apply(setup, plan_id, delay=0.05)
+    try:
+        wait_for(lambda: count(setup, "SELECT count(*) FROM apply_locks") == 1)
+        second = setup.apply(plan_id, code=3)
+        assert f"plan {plan_id} is being applied by execution 1 since" in second.stderr
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["plan_status"] == "applied"
+    assert count(setup, "SELECT count(*) FROM executions") == 1
+
+
+class DiesAfterDelete:
+    """A store that deletes, then dies before apply can record it (a kill mid-batch)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def delete(self, keys: Any) -> Any:
+        self._real.delete(keys)
+        raise KeyboardInterrupt
+
+
+def test_a_kill_between_delete_and_record_is_recovered_from_the_journal(
+    tmp_path: Path,
+) -> None:
+    setup, storage, plan_id = build(tmp_path)
+    opener = StoreOpener()
+    root = storage.as_uri() + "/"
+    dying = DiesAfterDelete(opener(root))
+
+    def factory(url: str) -> Any:
+        return dying if normalize_url(url) == root else opener(url)
+
+    engine = setup.engine()
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=factory)
+    assert not any(p.is_file() for p in storage.rglob("*"))  # the deletes happened...
+    assert count(setup, "SELECT count(*) FROM action_results") == 0  # ...unrecorded
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 90
+    assert count(setup, "SELECT count(*) FROM apply_locks") == 0
+
+    report = apply_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=opener)
+    engine.dispose()
+    assert {r.outcome.value for r in report.results} == {"ok"}
+    assert all("interrupted apply" in r.reason for r in report.results)
+    assert [e.status for e in report.executions] == ["interrupted", "applied"]
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'removed'") == 90
+    assert json.loads(setup.restore(plan_id).stdout)["restored"] == 90
+    assert len([p for p in storage.rglob("*") if p.is_file()]) == 90

@@ -1,0 +1,253 @@
+"""`govern apply` / `govern restore` against S3: moto's server over HTTP.
+
+S3 stamps LastModified at upload, so plans are made with `--as-of` a few days ahead.
+The tree: one finished HF run (steps 500..2000), a 160 KB log (transitioned to
+STANDARD_IA), and residue.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.s3.models import FakeKey, s3_backends
+
+from governance.apply import StoreOpener, StoreSettings, apply_plan
+from tests.fixtures.builders import hf_run, marker, residue
+from tests.integration.test_apply_support import NO_APPROVAL, Setup, actions_by, policy_text
+
+RUN = "runs/a/"
+LOG = f"{RUN}logs/train.log"
+
+
+def upload_tree(bucket: str) -> None:
+    """Written straight into moto's backend (fast); everything under test goes over HTTP."""
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def write(key: str, content: bytes, mtime: datetime | None) -> None:
+        if key.endswith((".pt", ".pth", ".bin", ".safetensors")):
+            content += key.encode()
+        backend.put_object(bucket, key, content)
+
+    hf_run(write, RUN, steps=(500, 1000, 1500, 2000))
+    marker(write, RUN)
+    residue(write, "scratch")
+    write(LOG, b"step 1 loss 2.0\n" * 10_000, None)
+
+
+def contents(bucket: str, prefix: str = "") -> dict[str, bytes]:
+    """The current version of every key (read from moto's backend: fast, and exact)."""
+    store = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_bucket(bucket).keys
+    found = {}
+    for key in list(store):
+        current = store.get(key)
+        if key.startswith(prefix) and isinstance(current, FakeKey):
+            found[key] = bytes(current.value)
+    return found
+
+
+def live(bucket: str) -> dict[str, bytes]:
+    return {k: v for k, v in contents(bucket).items() if not k.startswith(".govern")}
+
+
+def make_setup(tmp_path: Path, endpoint: str, bucket: str, extra: str = NO_APPROVAL) -> Setup:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(policy_text(f"s3://{bucket}/", endpoint=endpoint, extra=extra))
+    return Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+
+
+AHEAD = (datetime.now(UTC) + timedelta(days=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def tree(tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str) -> Setup:
+    upload_tree(s3_bucket)
+    return make_setup(tmp_path, moto_server, s3_bucket)
+
+
+def test_quarantine_transition_and_restore(tree: Setup, s3_client: Any, s3_bucket: str) -> None:
+    before = live(s3_bucket)
+    doc = tree.plan(as_of=AHEAD)
+    assert actions_by(doc, f"s3://{s3_bucket}/") == {
+        f"{RUN}checkpoint-1000/": ["delete"],
+        f"{RUN}checkpoint-1500/": ["strip"],
+        f"{RUN}checkpoint-500/": ["strip"],
+        f"{RUN}logs/train.log": ["transition"],
+        "scratch/blob.incomplete": ["delete"],
+        "scratch/model.safetensors.partial": ["delete"],
+        "scratch/upload.tmp": ["delete"],
+    }
+    report = json.loads(tree.apply(doc["plan_id"]).stdout)
+    assert {r["outcome"] for r in report["results"]} == {"ok"}
+    assert report["plan_status"] == "applied"
+
+    after = live(s3_bucket)
+    assert not [k for k in after if "checkpoint-1000/" in k]
+    assert f"{RUN}checkpoint-500/model.safetensors" in after
+    assert f"{RUN}checkpoint-500/optimizer.pt" not in after  # strip: only named components
+    assert s3_client.head_object(Bucket=s3_bucket, Key=LOG)["StorageClass"] == "STANDARD_IA"
+    assert after[LOG] == before[LOG]
+    quarantine = contents(s3_bucket, f".govern-quarantine/{doc['plan_id']}/")
+    assert len(quarantine) == 23
+    q = f".govern-quarantine/{doc['plan_id']}/"
+    assert all(v == before[k.removeprefix(q)] for k, v in quarantine.items())
+
+    restored = json.loads(tree.restore(doc["plan_id"]).stdout)
+    assert (restored["restored"], restored["failed"]) == (23, 0)
+    assert live(s3_bucket) == before  # byte for byte
+    assert contents(s3_bucket, ".govern-quarantine/") == {}
+
+
+def test_versioned_mode_deletes_and_restores_by_marker(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    s3_client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    upload_tree(s3_bucket)
+    setup = make_setup(
+        tmp_path, moto_server, s3_bucket, NO_APPROVAL + "apply: {delete_mode: versioned}\n"
+    )
+    before = live(s3_bucket)
+    doc = setup.plan(as_of=AHEAD)
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    assert {r["outcome"] for r in report["results"]} == {"ok"}
+    after = live(s3_bucket)
+    assert not [k for k in after if "checkpoint-1000/" in k]
+    versions = s3_client.list_object_versions(Bucket=s3_bucket, Prefix=f"{RUN}checkpoint-1000/")
+    assert len(versions["DeleteMarkers"]) == 12
+    assert contents(s3_bucket, ".govern-quarantine/") == {}
+
+    restored = json.loads(setup.restore(doc["plan_id"]).stdout)
+    assert restored["restored"] == 23
+    assert live(s3_bucket) == before
+    versions = s3_client.list_object_versions(Bucket=s3_bucket, Prefix=RUN)
+    assert not versions.get("DeleteMarkers")
+
+
+def test_versioned_mode_is_refused_on_an_unversioned_bucket(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    upload_tree(s3_bucket)
+    setup = make_setup(
+        tmp_path, moto_server, s3_bucket, NO_APPROVAL + "apply: {delete_mode: versioned}\n"
+    )
+    before = live(s3_bucket)
+    doc = setup.plan(as_of=AHEAD)
+    refused = setup.apply(doc["plan_id"], code=3)
+    assert "versioning is not enabled" in refused.stderr
+    assert live(s3_bucket) == before
+
+
+def test_per_key_delete_errors_fail_the_action_and_nothing_is_marked_done(
+    tree: Setup, s3_client: Any, s3_bucket: str
+) -> None:
+    before = live(s3_bucket)
+    doc = tree.plan(as_of=AHEAD)
+    deny = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:DeleteObject",
+                "Resource": f"arn:aws:s3:::{s3_bucket}/{RUN}checkpoint-1000/optimizer.pt",
+            }
+        ],
+    }
+    s3_client.put_bucket_policy(Bucket=s3_bucket, Policy=json.dumps(deny))
+    try:
+        result = tree.apply(doc["plan_id"], code=1)
+    finally:
+        s3_client.delete_bucket_policy(Bucket=s3_bucket)
+    report = json.loads(result.stdout)
+    by_key = {r["artifact_uri"].split(s3_bucket + "/", 1)[1]: r for r in report["results"]}
+    failed = by_key.pop(f"{RUN}checkpoint-1000/")
+    assert failed["outcome"] == "failed"
+    assert "AccessDenied" in failed["reason"]
+    assert not failed["final"]
+    assert {r["outcome"] for r in by_key.values()} == {"ok"}
+    assert report["plan_status"] == "partially_applied"
+    assert tree.status(doc["plan_id"]) == "partially_applied"
+    after = live(s3_bucket)
+    assert (
+        after[f"{RUN}checkpoint-1000/optimizer.pt"] == before[f"{RUN}checkpoint-1000/optimizer.pt"]
+    )
+    q = f".govern-quarantine/{doc['plan_id']}/{RUN}checkpoint-1000/"
+    assert list(contents(s3_bucket, q)) != [f"{q}optimizer.pt"]
+    assert f"{q}optimizer.pt" not in contents(s3_bucket, q)  # stray copy removed
+
+    # the objects that were removed can come back; the failed action can be re-run
+    again = json.loads(tree.apply(doc["plan_id"]).stdout)
+    assert [r["action_id"] for r in again["results"]] == [failed["action_id"]]
+    assert again["results"][0]["outcome"] == "ok", again["results"][0]["reason"]
+    assert again["plan_status"] == "applied"
+    assert json.loads(tree.restore(doc["plan_id"]).stdout)["restored"] == 23
+    assert live(s3_bucket) == before
+
+
+def test_slowdown_is_retried_by_botocore_then_succeeds(
+    tree: Setup, moto_server: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.retries.standard import ExponentialBackoff
+
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.01)
+    doc = tree.plan(as_of=AHEAD)
+    opener = StoreOpener([StoreSettings(f"s3://{s3_bucket}/", endpoint_url=moto_server)])
+    store: Any = opener(f"s3://{s3_bucket}/")
+    calls: list[int] = []
+
+    class Raw:
+        def stream(self, **_: Any) -> Any:
+            yield b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+
+    def throttle(request: Any, **_: Any) -> AWSResponse | None:
+        calls.append(1)
+        if len(calls) <= 2:
+            return AWSResponse(request.url, 503, {}, Raw())
+        return None
+
+    store._client.meta.events.register("before-send.s3.DeleteObjects", throttle)
+    engine = tree.engine()
+    report = apply_plan(engine, doc["plan_id"], actor="ops", now=datetime.now(UTC), stores=opener)
+    engine.dispose()
+    assert len(calls) >= 3
+    assert {r.outcome.value for r in report.results} == {"ok"}
+    assert report.plan_status == "applied"
+
+
+def test_object_lock_and_legal_hold_skip_their_artifacts(
+    tmp_path: Path, moto_server: str, s3_client: Any
+) -> None:
+    bucket = f"locked-{datetime.now(UTC).strftime('%H%M%S%f')}"
+    s3_client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    upload_tree(bucket)
+    setup = make_setup(tmp_path, moto_server, bucket)
+    doc = setup.plan(as_of=AHEAD)
+    # locks placed after planning (the plan could not know): apply must see them
+    s3_client.put_object_legal_hold(
+        Bucket=bucket, Key=f"{RUN}checkpoint-1000/rng_state.pth", LegalHold={"Status": "ON"}
+    )
+    s3_client.put_object_retention(
+        Bucket=bucket,
+        Key="scratch/upload.tmp",
+        Retention={"Mode": "GOVERNANCE", "RetainUntilDate": datetime.now(UTC) + timedelta(days=2)},
+    )
+    before = live(bucket)
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    by_key = {r["artifact_uri"].split(bucket + "/", 1)[1]: r for r in report["results"]}
+    held = by_key.pop(f"{RUN}checkpoint-1000/")
+    retained = by_key.pop("scratch/upload.tmp")
+    assert (held["outcome"], held["final"]) == ("skipped", True)
+    assert held["reason"].startswith("legal hold")
+    assert retained["outcome"] == "skipped"
+    assert retained["reason"].startswith("object lock")
+    assert {r["outcome"] for r in by_key.values()} == {"ok"}
+    assert report["plan_status"] == "applied"  # skipped on purpose: locks are never bypassed
+    after = live(bucket)
+    for key, body in before.items():
+        if "checkpoint-1000/" in key or key == "scratch/upload.tmp":
+            assert after[key] == body
