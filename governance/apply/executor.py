@@ -90,7 +90,8 @@ def apply_plan(
     todo = [a for a in actions if a.id not in done]
     if dry_run:
         for chunk in _chunks(todo):
-            checks = check_actions(chunk, stores, now=now, pending=_pending(engine, plan_id, chunk))
+            pending = _pending(engine, plan_id, chunk)
+            checks = check_actions(chunk, stores, now=now, pending=pending, concurrency=concurrency)
             report.results += [_would(c, config.delete_mode) for c in checks]
         report.executions = journal.executions(engine, plan_id)
         return report
@@ -152,7 +153,9 @@ def _execute(
             delay = float(os.environ.get("GOVERN_TEST_APPLY_DELAY") or 0)
             for chunk in _chunks(todo):
                 pending = _pending(engine, plan_id, chunk)
-                checks = check_actions(chunk, stores, now=_clock(), pending=pending)
+                checks = check_actions(
+                    chunk, stores, now=_clock(), pending=pending, concurrency=concurrency
+                )
                 report.results += runner.run(engine, checks, pending)
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
                 if progress is not None:

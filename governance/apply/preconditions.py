@@ -5,10 +5,14 @@ token) and version id. One changed, vanished or re-uploaded object makes the who
 artifact's action `stale` (never half-processed). Object Lock retention in the future or
 a legal hold skips the artifact too, for good: locks are never bypassed.
 
-Requests are batched: one `head` call per root for many actions (S3Store runs HEADs in
-its thread pool), and for directory artifacts on an S3 bucket without versioning (hence
-without Object Lock, which needs versioning) one listing of the artifact's prefix, which
-answers up to 1,000 keys per request.
+Requests are batched. On an S3 bucket without versioning (hence without Object Lock,
+which needs versioning, so a listing tells all a HEAD would) the keys of every action of
+the batch are answered by range listings: the sorted keys are split into `concurrency`
+runs, and each run lists from just before its next unanswered key (`StartAfter`), so one
+request answers every wanted key up to the last key of its page (up to 1,000 keys) and
+never fewer than one (`_list_states`). Elsewhere: one `head` call per root for many
+actions (S3Store runs HEADs in its thread pool), and for directory artifacts on a store
+that can say it is unversioned one listing of the artifact's prefix.
 
 An object that is gone but has a `pending` removal row was removed by an apply that was
 killed before it could record so: it counts as removed, not as stale (for quarantine,
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +32,7 @@ from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError
 from governance.plan.types import ActionType, ObjectRef, PlannedAction
 from governance.storage.base import ObjectState, Store
+from governance.storage.s3_listing import utc
 
 LIST_MIN_OBJECTS = 4  # below this, HEADs are as cheap as a listing
 COPY_IN_PLACE = (ActionType.TRANSITION,)
@@ -58,31 +64,112 @@ def check_actions(
     *,
     now: datetime,
     pending: Mapping[tuple[int, str], Mapping[str, Any]],
+    concurrency: int = 16,
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can."""
-    states = _current_states(actions, stores)
+    states = _current_states(actions, stores, concurrency)
     quarantined = _quarantine_copies(actions, states, stores, pending)
     return [_check_one(a, states, quarantined, pending, stores, now) for a in actions]
 
 
 def _current_states(
-    actions: Sequence[PlannedAction], stores: StoreFactory
+    actions: Sequence[PlannedAction], stores: StoreFactory, concurrency: int = 16
 ) -> dict[tuple[str, str], ObjectState]:
     """(root URL, key) -> state now, for every object of the actions that has one."""
+    by_root: dict[str, list[PlannedAction]] = defaultdict(list)
+    for action in actions:
+        if action.action is not ActionType.ABORT_UPLOAD:
+            by_root[action.artifact.root_url].append(action)
     to_head: dict[str, set[str]] = defaultdict(set)
     found: dict[tuple[str, str], ObjectState] = {}
-    for action in actions:
-        if action.action is ActionType.ABORT_UPLOAD:
-            continue
-        root = action.artifact.root_url
+    for root, root_actions in by_root.items():
         store = stores(root)
-        if _listable(action, store):
-            found.update(_list_artifact(action, stores))
-        else:
-            to_head[root].update(o.key for o in action.objects)
-    for root, keys in to_head.items():
-        for key, state in stores(root).head(sorted(keys)).items():
+        keys = {o.key for a in root_actions for o in a.objects}
+        if len(keys) >= LIST_MIN_OBJECTS and _range_listable(store):
+            states = _list_states(store, sorted(keys), concurrency)
+            found.update({(root, k): st for k, st in states.items()})
+            continue
+        for action in root_actions:
+            if _listable(action, store):
+                found.update(_list_artifact(action, stores))
+            else:
+                to_head[root].update(o.key for o in action.objects)
+    for root, head_keys in to_head.items():
+        for key, state in stores(root).head(sorted(head_keys)).items():
             found[(root, key)] = state
+    return found
+
+
+def _range_listable(store: Store) -> bool:
+    """An S3 store (a boto3 client behind it) on a bucket without versioning."""
+    versioned = getattr(store, "versioning_enabled", None)
+    return getattr(store, "_client", None) is not None and versioned is not None and not versioned()
+
+
+def _list_states(store: Store, keys: Sequence[str], concurrency: int) -> dict[str, ObjectState]:
+    """key -> state of each of the sorted `keys` that exists, from range listings.
+
+    The keys are split into up to `concurrency` contiguous runs listed in parallel. Never
+    more requests than HEADs would take (each answers at least one key); for keys close
+    together, one request answers up to 1,000.
+    """
+    from governance.apply.modes import _s3_parts
+    from governance.storage.errors import translate
+
+    client, bucket, prefix = _s3_parts(store)
+
+    def run(part: Sequence[str]) -> dict[str, ObjectState]:
+        try:
+            return _list_run(client, bucket, prefix, part)
+        except Exception as exc:
+            raise translate(store.url, exc) from exc
+
+    size = -(-len(keys) // max(1, concurrency))
+    parts = [keys[i : i + size] for i in range(0, len(keys), size)]
+    found: dict[str, ObjectState] = {}
+    if len(parts) == 1:
+        return run(parts[0])
+    with ThreadPoolExecutor(len(parts)) as pool:
+        for states in pool.map(run, parts):
+            found.update(states)
+    return found
+
+
+def _list_run(client: Any, bucket: str, prefix: str, keys: Sequence[str]) -> dict[str, ObjectState]:
+    """States of the sorted `keys` (relative to `prefix`) that exist, listing forward.
+
+    Each ListObjectsV2 starts just before the next unanswered key (`StartAfter` = that key
+    less its last character: smaller than it, and nothing but keys sharing all of it but
+    the last character can fall in between). A page covers every key up to its last one,
+    or every key left when it is the last page; a page that ends before the next key
+    (possible only with many such near neighbours) moves the start past its last key.
+    S3 orders keys by UTF-8 bytes, the same order as Python's str comparison.
+    """
+    found: dict[str, ObjectState] = {}
+    i, n = 0, len(keys)
+    after = ""
+    while i < n:
+        after = max(after, (prefix + keys[i])[:-1])
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if after:
+            request["StartAfter"] = after
+        response = client.list_objects_v2(**request)
+        contents = response.get("Contents") or []
+        truncated = bool(response.get("IsTruncated")) and bool(contents)
+        last = contents[-1]["Key"] if contents else ""
+        page = {o["Key"]: o for o in contents}
+        while i < n and (not truncated or prefix + keys[i] <= last):
+            o = page.get(prefix + keys[i])
+            if o is not None:
+                found[keys[i]] = ObjectState(
+                    key=keys[i],
+                    size=int(o.get("Size", 0)),
+                    etag=str(o.get("ETag", "")).strip('"'),
+                    last_modified=utc(o["LastModified"]),
+                    storage_class=o.get("StorageClass") or "STANDARD",
+                )
+            i += 1
+        after = last
     return found
 
 

@@ -28,7 +28,9 @@ class CachedMetaReader:
 
     With no store (planning, lazy classification) only cached content is returned; the
     scan fills the cache. Answers, misses included, are memoised for the reader's life, so
-    a file that many artifacts consult (DeepSpeed `latest`) costs one lookup. Given a
+    a file that many artifacts consult (DeepSpeed `latest`) costs one lookup; and which
+    (key, ETag) pairs the cache holds is read once, on the first lookup (keys and ETags
+    only), so an object the cache lacks costs no query at all. Given a
     Connection, cache reads and writes happen inside that connection's transaction, so
     classification can refresh the cache while it rewrites a root's artifacts.
     """
@@ -44,6 +46,7 @@ class CachedMetaReader:
         self.max_bytes = max_bytes
         self._memo: OrderedDict[tuple[str, str], bytes | None] = OrderedDict()
         self._reader: Connection | None = None  # one connection for every cache read
+        self._cached: set[tuple[str, str]] | None = None  # (key, etag) the cache holds
 
     def close(self) -> None:
         if self._reader is not None:
@@ -77,10 +80,18 @@ class CachedMetaReader:
             if self._reader is None:
                 self._reader = self.db.connect()
             reader = self._reader
-        row = reader.execute(select(_M.c.content).where(*where, _M.c.etag == obj.etag)).first()
-        if row is not None:
-            content: bytes | None = row[0]
-            return content
+        if self._cached is None:
+            self._cached = {
+                (key, etag)
+                for key, etag in reader.execute(
+                    select(_M.c.key, _M.c.etag).where(_M.c.root_id == self.root_id)
+                )
+            }
+        if (obj.key, obj.etag) in self._cached:
+            row = reader.execute(select(_M.c.content).where(*where, _M.c.etag == obj.etag)).first()
+            if row is not None:
+                content: bytes | None = row[0]
+                return content
         if self.store is None or obj.size > self.max_bytes:
             return None
         try:
@@ -90,8 +101,11 @@ class CachedMetaReader:
         with self._conn() as conn:
             conn.execute(delete(_M).where(*where))
             conn.execute(
-                _M.insert().values(root_id=self.root_id, key=obj.key, etag=obj.etag, content=content)
+                _M.insert().values(
+                    root_id=self.root_id, key=obj.key, etag=obj.etag, content=content
+                )
             )
+        self._cached.add((obj.key, obj.etag))
         return content
 
 

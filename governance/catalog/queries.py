@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import select
@@ -20,9 +20,8 @@ def _key_order(engine: Engine) -> Any:
     return _O.key.collate("C") if engine.dialect.name == "postgresql" else _O.key
 
 
-def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iterator[CatalogObject]:
-    """Every live object of a root, sorted by key, streamed in chunks."""
-    stmt = (
+def _objects_select(engine: Engine, root_id: int) -> Any:
+    return (
         select(
             _O.id,
             _O.key,
@@ -37,20 +36,57 @@ def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iter
         .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
         .order_by(_key_order(engine), _O.upload_id)
     )
+
+
+def _objects(rows: Iterable[Any]) -> Iterator[CatalogObject]:
+    for oid, key, size, lm, etag, sc, vid, upload, tags in rows:
+        yield CatalogObject(
+            key=key,
+            size=size,
+            last_modified=datetime_from_us(lm),
+            etag=etag,
+            storage_class=sc,
+            version_id=vid,
+            upload_id=upload,
+            tags=tags,
+            object_id=oid,
+        )
+
+
+def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iterator[CatalogObject]:
+    """Every live object of a root, sorted by key, streamed in chunks."""
+    with engine.connect() as conn:
+        result = conn.execution_options(yield_per=chunk).execute(_objects_select(engine, root_id))
+        yield from _objects(result)
+
+
+def iter_live_keys(engine: Engine, root_id: int, chunk: int = 50_000) -> Iterator[str]:
+    """The keys of `iter_live_objects(engine, root_id)`, in the same order (pass one of
+    classification needs keys alone: no object is built per row)."""
+    stmt = (
+        select(_O.key)
+        .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
+        .order_by(_key_order(engine), _O.upload_id)
+    )
     with engine.connect() as conn:
         result = conn.execution_options(yield_per=chunk).execute(stmt)
-        for oid, key, size, lm, etag, sc, vid, upload, tags in result:
-            yield CatalogObject(
-                key=key,
-                size=size,
-                last_modified=datetime_from_us(lm),
-                etag=etag,
-                storage_class=sc,
-                version_id=vid,
-                upload_id=upload,
-                tags=tags,
-                object_id=oid,
-            )
+        for part in result.scalars().partitions():
+            yield from part
+
+
+def live_objects_by_key(
+    engine: Engine, root_id: int, keys: Iterable[str], chunk: int = 500
+) -> list[CatalogObject]:
+    """The live objects of a root with the given keys, as `iter_live_objects` builds them,
+    sorted by key then upload id (a few tracker files, fetched after a keys-only pass)."""
+    wanted = sorted(set(keys))
+    out: list[CatalogObject] = []
+    with engine.connect() as conn:
+        for i in range(0, len(wanted), chunk):
+            stmt = _objects_select(engine, root_id).where(_O.key.in_(wanted[i : i + chunk]))
+            out.extend(_objects(conn.execute(stmt)))
+    out.sort(key=lambda o: (o.key, o.upload_id))
+    return out
 
 
 def iter_object_rows(

@@ -53,17 +53,52 @@ class RunIndex:
 
 def find_runs(objects: Iterable[CatalogObject], options: ClassifyOptions) -> RunIndex:
     """Pass one: run prefixes and tracker files, holding only those in memory."""
+    trackers: dict[str, CatalogObject] = {}
+
+    def keys() -> Iterator[str]:
+        for obj in objects:
+            key = obj.key
+            if key.endswith(_TRACKER_ENDINGS) and basename(key) in TRACKER_NAMES:
+                trackers[key] = obj
+            yield key
+
+    index, _ = _find_runs(keys(), options)
+    index.trackers = trackers
+    return index
+
+
+def find_runs_by_keys(
+    keys: Iterable[str],
+    options: ClassifyOptions,
+    fetch: Callable[[list[str]], Iterable[CatalogObject]],
+) -> RunIndex:
+    """Pass one over keys alone (sorted), then `fetch` the few tracker objects by key.
+
+    The same index as `find_runs` over the objects of those keys, without building an
+    object per key: `fetch(keys)` returns the live objects with those keys.
+    """
+    index, tracker_keys = _find_runs(keys, options)
+    if tracker_keys:
+        wanted = set(tracker_keys)
+        found = {o.key: o for o in fetch(tracker_keys) if o.key in wanted}
+        # As `find_runs`: the last object of a key in stream order (key, upload id) wins.
+        index.trackers = {k: found[k] for k in tracker_keys if k in found}
+    return index
+
+
+def _find_runs(keys: Iterable[str], options: ClassifyOptions) -> tuple[RunIndex, list[str]]:
+    """The run index (without tracker objects) and the tracker keys, in stream order."""
     index = RunIndex()
     matcher = TemplateMatcher(options.run_templates)
     candidates: set[str] = set()
+    tracker_keys: list[str] = []
     last_unit = "\0"
     # The template run the previous key matched, when every key under it matches the same
     # way (see `TemplateMatcher.match`): such keys need no other look.
     templated = "\0"
-    for obj in objects:
-        key = obj.key
+    for key in keys:
         if key.endswith(_TRACKER_ENDINGS) and basename(key) in TRACKER_NAMES:
-            index.trackers[key] = obj
+            tracker_keys.append(key)
         if key.startswith(templated):
             continue
         found = matcher.match(key)
@@ -80,7 +115,7 @@ def find_runs(objects: Iterable[CatalogObject], options: ClassifyOptions) -> Run
         if run is not None:
             candidates.add(run)
     index.detected = outermost(candidates)
-    return index
+    return index, tracker_keys
 
 
 _TRACKER_ENDINGS = (*TRACKER_NAMES, *(name + "/" for name in TRACKER_NAMES))
@@ -195,6 +230,8 @@ def classify(
     objects: Callable[[], Iterable[CatalogObject]],
     options: ClassifyOptions,
     read_meta: MetaReader | None = None,
+    *,
+    first_pass: Callable[[], RunIndex] | None = None,
 ) -> Iterator[Group]:
     """Classify one root's objects (keys relative to the root, sorted by key).
 
@@ -202,8 +239,11 @@ def classify(
     `read_meta` reads small metadata objects (index files, trainer state, `latest`); the
     caller caches it per ETag. Without it, completeness falls back to what names show and
     metrics come only from names.
+
+    `first_pass`, when given, returns pass one's index instead of `find_runs(objects())`
+    (e.g. `find_runs_by_keys` over a keys-only query); `objects` is then called once.
     """
-    index = find_runs(objects(), options)
+    index = first_pass() if first_pass is not None else find_runs(objects(), options)
     streamer = _Streamer(index, options, read_meta)
     feed = streamer.feed
     stack = streamer.stack

@@ -56,14 +56,28 @@ COPY_USD_PER_1000 = 0.005
 def coldness(storage_class: str | None) -> int | None:
     """Position in the waterfall (STANDARD = 0); None for a class outside it."""
     try:
-        return StorageClass(storage_class_of(storage_class)).coldness
+        return _COLDNESS[storage_class]
+    except KeyError:
+        pass
+    try:
+        value: int | None = StorageClass(storage_class_of(storage_class)).coldness
     except ValueError:
-        return None
+        value = None
+    if len(_COLDNESS) < 256:  # class names are few; never grow without bound
+        _COLDNESS[storage_class] = value
+    return value
+
+
+_COLDNESS: dict[str | None, int | None] = {}
 
 
 def monthly_usd(objects: Iterable[ObjectRef], policy: Policy, target: str | None = None) -> float:
     """Monthly storage cost of `objects` in their classes, or all in `target` when given."""
-    return sum(o.size / GB * policy.price(target or o.storage_class) for o in objects)
+    price = policy.price
+    if target:
+        each = price(target)
+        return sum(o.size / GB * each for o in objects)
+    return sum(o.size / GB * price(o.storage_class) for o in objects)
 
 
 def early_charge_usd(obj: ObjectRef, policy: Policy, as_of: datetime) -> float:

@@ -21,7 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from governance.model.types import Artifact, Component, Group, Kind, Member, Run, RunStatus
+from governance.model.types import (
+    Artifact,
+    CatalogObject,
+    Component,
+    Group,
+    Kind,
+    Member,
+    Run,
+    RunStatus,
+)
 from governance.plan import tiers as tiering
 from governance.plan.costs import MIN_TRANSITION_BYTES, apply_costs, coldness
 from governance.plan.protect import protection, shielded_from_expiry
@@ -39,6 +48,8 @@ from governance.policy.models import Policy, Rule, Tier
 from governance.policy.units import format_bytes, format_duration
 
 _DEAD = (RunStatus.FAILED, RunStatus.ABANDONED)
+_DESTRUCTIVE = frozenset(t for t in ActionType if t.value in DESTRUCTIVE_ACTIONS)
+_KIND_NAME = {k: k.value for k in Kind}
 
 
 @dataclass(slots=True)
@@ -102,28 +113,29 @@ def _action(
     storage_class: str | None = None,
     dest_url: str | None = None,
 ) -> PlannedAction:
-    objects = sorted(
-        (
-            ObjectRef(
-                uri=ctx.root_url + m.obj.key,
-                key=m.obj.key,
-                size=m.obj.size,
-                etag=m.obj.etag,
-                last_modified=m.obj.last_modified,
-                storage_class=m.obj.storage_class,
-                version_id=m.obj.version_id,
-                upload_id=m.obj.upload_id,
-            )
-            for m in members
-        ),
-        key=lambda o: (o.key, o.upload_id),
-    )
+    root_url = ctx.root_url
+    objs = [m.obj for m in members]
+    if len(objs) > 1:
+        objs.sort(key=_OBJ_ORDER)
+    objects = [
+        ObjectRef(
+            root_url + o.key,
+            o.key,
+            o.size,
+            o.etag,
+            o.last_modified,
+            o.storage_class,
+            o.version_id,
+            o.upload_id,
+        )
+        for o in objs
+    ]
     action = PlannedAction(
         id=0,
         rule=rule,
         tier=tier,
         action=kind,
-        destructive=kind.value in DESTRUCTIVE_ACTIONS,
+        destructive=kind in _DESTRUCTIVE,
         artifact=d.ref,
         objects=objects,
         reason=reason,
@@ -134,6 +146,13 @@ def _action(
     d.actions.append(action)
     d.reason = d.reason or reason
     return action
+
+
+def _obj_order(o: CatalogObject) -> tuple[str, str]:
+    return (o.key, o.upload_id)
+
+
+_OBJ_ORDER = _obj_order
 
 
 def _movable(members: Sequence[Member], target: str) -> tuple[list[Member], list[str]]:
@@ -352,7 +371,7 @@ def decide_group(
         s = Subject(art, run, uri, artifact_age(art, as_of))
         ref = ArtifactRef(
             uri=uri,
-            kind=art.kind.value,
+            kind=_KIND_NAME[art.kind],
             run=run.name if run is not None else art.run,
             step=art.step,
             root_url=root_url,

@@ -5,51 +5,89 @@ and what the plan promises to keep goes in (rule, tier, action, artifact URI, ea
 object's URI/size/ETag/version id, target class or URL; kept URI/rule/tier/how), never the
 plan id, creation time, reasons or costs, so the same catalog, policy and `as_of` give the
 same fingerprint, and reordering the input does not change it.
+
+The canonical text is exactly
+
+    json.dumps({"version": 1, "actions": docs, "kept": kept_docs},
+               sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+with `docs` (and `kept_docs`) sorted by each document's own `json.dumps(doc,
+sort_keys=True, separators=(",", ":"))` (ASCII-escaped), as every saved plan's
+fingerprint was computed: `verify_fingerprint` recomputes it at approval and apply time.
+It is written here document by document with the same encoders (no dicts, no one big
+string) and fed to the hash in pieces: same bytes, same digest.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from json.encoder import (
+    encode_basestring,
+    encode_basestring_ascii,
+)
 
 from governance.plan.types import KeptArtifact, PlannedAction
 
-
-def _action_doc(a: PlannedAction) -> dict[str, Any]:
-    return {
-        "rule": a.rule,
-        "tier": a.tier,
-        "action": a.action.value,
-        "artifact": a.artifact.uri,
-        "objects": sorted(
-            ([o.uri, o.size, o.etag, o.version_id] for o in a.objects),
-            key=lambda row: (row[0], row[3] or ""),
-        ),
-        "storage_class": a.storage_class,
-        "dest_url": a.dest_url,
-    }
+_Enc = Callable[[str], str]
+_ASCII: _Enc = encode_basestring_ascii
+_UTF8: _Enc = encode_basestring
 
 
-def _kept_doc(k: KeptArtifact) -> dict[str, Any]:
-    return {"artifact": k.artifact.uri, "rule": k.rule, "tier": k.tier, "how": k.how.value}
+def _s(enc: _Enc, value: str | None) -> str:
+    return "null" if value is None else enc(value)
+
+
+def _action_text(a: PlannedAction, enc: _Enc) -> str:
+    """One action's document (keys in sorted order: action, artifact, dest_url, objects,
+    rule, storage_class, tier), as json.dumps with sort_keys and compact separators."""
+    rows = sorted(a.objects, key=lambda o: (o.uri, o.version_id or ""))
+    objects = ",".join(
+        f"[{enc(o.uri)},{o.size!r},{enc(o.etag)},{_s(enc, o.version_id)}]" for o in rows
+    )
+    return (
+        f'{{"action":{enc(a.action.value)},"artifact":{enc(a.artifact.uri)},'
+        f'"dest_url":{_s(enc, a.dest_url)},"objects":[{objects}],"rule":{enc(a.rule)},'
+        f'"storage_class":{_s(enc, a.storage_class)},"tier":{_s(enc, a.tier)}}}'
+    )
+
+
+def _kept_text(k: KeptArtifact, enc: _Enc) -> str:
+    return (
+        f'{{"artifact":{enc(k.artifact.uri)},"how":{enc(k.how.value)},'
+        f'"rule":{_s(enc, k.rule)},"tier":{_s(enc, k.tier)}}}'
+    )
+
+
+def _sorted_texts(texts: list[tuple[str, str | None]]) -> list[str]:
+    """Documents as in the canonical text, ordered by their ASCII-escaped form."""
+    texts.sort(key=lambda t: t[0])
+    return [t[0] if t[1] is None else t[1] for t in texts]
+
+
+def _docs(items: Sequence[object], render: Callable[[object, _Enc], str]) -> list[str]:
+    texts: list[tuple[str, str | None]] = []
+    for item in items:
+        key = render(item, _ASCII)
+        # Only non-ASCII text (or a backslash-u sequence, harmlessly) is written
+        # differently without ASCII escapes: render the canonical form again then.
+        texts.append((key, render(item, _UTF8) if "\\u" in key else None))
+    return _sorted_texts(texts)
 
 
 def fingerprint(actions: Sequence[PlannedAction], kept: Sequence[KeptArtifact]) -> str:
     """`sha256:<hex>` of the canonical plan content; independent of the input order."""
-    docs = sorted(
-        (_action_doc(a) for a in actions),
-        key=lambda d: json.dumps(d, sort_keys=True, separators=(",", ":")),
-    )
-    kept_docs = sorted(
-        (_kept_doc(k) for k in kept),
-        key=lambda d: json.dumps(d, sort_keys=True, separators=(",", ":")),
-    )
-    text = json.dumps(
-        {"version": 1, "actions": docs, "kept": kept_docs},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    h = hashlib.sha256()
+    h.update(b'{"actions":[')
+    _feed(h, _docs(actions, _action_text))  # type: ignore[arg-type]
+    h.update(b'],"kept":[')
+    _feed(h, _docs(kept, _kept_text))  # type: ignore[arg-type]
+    h.update(b'],"version":1}')
+    return "sha256:" + h.hexdigest()
+
+
+def _feed(h: hashlib._Hash, docs: list[str], chunk: int = 4096) -> None:
+    """`",".join(docs)` into the hash, a few thousand documents at a time."""
+    for i in range(0, len(docs), chunk):
+        text = ",".join(docs[i : i + chunk])
+        h.update((("," + text) if i else text).encode("utf-8"))

@@ -41,22 +41,58 @@ def protection(protect: Protect, s: Subject, as_of: datetime) -> str | None:
             f"{format_duration(protect.min_age)}"
         )
     members = s.artifact.members
-    for key, value in sorted(protect.tags.items()):
-        for m in members:
-            if tags_match({key: value}, dict(m.obj.tags or {})):
-                return f"object {m.obj.key} has protected tag {key}={(m.obj.tags or {})[key]}"
+    if protect.tags:
+        # an object without tags matches no protected tag: look at tagged objects only
+        tagged = [m for m in members if m.obj.tags]
+        if tagged:
+            for key, value in sorted(protect.tags.items()):
+                for m in tagged:
+                    if tags_match({key: value}, dict(m.obj.tags or {})):
+                        return (
+                            f"object {m.obj.key} has protected tag {key}={(m.obj.tags or {})[key]}"
+                        )
     if protect.paths:
-        candidates = [s.uri, s.uri.rstrip("/")]
         prefix = s.uri[: len(s.uri) - len(s.artifact.key)]
-        candidates += [prefix + m.obj.key for m in members]
-        for pattern in protect.paths:
-            if any(glob_match(pattern, c) for c in candidates):
-                return f"under protected path {pattern}"
-    for m in members:
-        locked = lock_reason(m.obj, as_of)
-        if locked is not None:
-            return locked
+        patterns = [p for p in protect.paths if _may_match(p, prefix, s.uri)]
+        if patterns:
+            candidates = [s.uri, s.uri.rstrip("/")]
+            candidates += [prefix + m.obj.key for m in members]
+            for pattern in patterns:
+                if any(glob_match(pattern, c) for c in candidates):
+                    return f"under protected path {pattern}"
+    if _LOCK_FIELDS or any(type(m.obj) is not CatalogObject for m in members):
+        for m in members:
+            locked = lock_reason(m.obj, as_of)
+            if locked is not None:
+                return locked
     return None
+
+
+_LOCK_FIELDS = any(hasattr(CatalogObject, f) for f in ("legal_hold", "retain_until"))
+"""Whether catalog objects carry lock fields yet (else `lock_reason` can only say None)."""
+
+_META = ("*", "?", "[")
+
+
+def _literal_head(pattern: str) -> str:
+    """What every match of the glob starts with: the text before its first metacharacter."""
+    cut = min((i for i in (pattern.find(c) for c in _META) if i != -1), default=len(pattern))
+    return pattern[:cut]
+
+
+def _may_match(pattern: str, prefix: str, uri: str) -> bool:
+    """False only when no candidate of `protection` (the artifact's URI, it without a
+    trailing '/', and `prefix` + each member key) can match `pattern`: all of them start
+    with `prefix` and the glob's literal head leads elsewhere."""
+    if not uri.rstrip("/").startswith(prefix):
+        return True  # an empty artifact key: be exact, test every candidate
+    head = _HEADS.get(pattern)
+    if head is None:
+        head = _HEADS[pattern] = _literal_head(pattern)
+    return head.startswith(prefix) or prefix.startswith(head)
+
+
+_HEADS: dict[str, str] = {}
 
 
 def shielded_from_expiry(protect: Protect, run: Run | None) -> str | None:

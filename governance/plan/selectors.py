@@ -82,11 +82,12 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
         tags_match(dict(sel.tags), dict(m.obj.tags or {})) for m in art.members
     ):
         return f"no object has tags {dict(sel.tags)}"
-    size = art.bytes
-    if sel.min_size is not None and size < sel.min_size:
-        return f"{format_bytes(size)} is under min_size {format_bytes(sel.min_size)}"
-    if sel.max_size is not None and size > sel.max_size:
-        return f"{format_bytes(size)} is over max_size {format_bytes(sel.max_size)}"
+    if sel.min_size is not None or sel.max_size is not None:
+        size = art.bytes
+        if sel.min_size is not None and size < sel.min_size:
+            return f"{format_bytes(size)} is under min_size {format_bytes(sel.min_size)}"
+        if sel.max_size is not None and size > sel.max_size:
+            return f"{format_bytes(size)} is over max_size {format_bytes(sel.max_size)}"
     if sel.older_than is not None and s.age < sel.older_than:
         return f"{human_age(s.age)} old, not older than {format_duration(sel.older_than)}"
     if sel.storage_class is not None:

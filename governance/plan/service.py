@@ -21,11 +21,11 @@ from sqlalchemy.exc import IntegrityError
 
 from governance.catalog.derived import CachedMetaReader
 from governance.catalog.plans import new_plan_id, save_plan
-from governance.catalog.queries import iter_live_objects
+from governance.catalog.queries import iter_live_keys, iter_live_objects, live_objects_by_key
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.catalog.tables import StoredObject
 from governance.errors import ArgumentError
-from governance.model.classify import classify
+from governance.model.classify import classify, find_runs_by_keys
 from governance.plan.build import RootSnapshot, build_plan
 from governance.storage import normalize_url
 
@@ -77,7 +77,16 @@ def root_snapshots(
         reader = CachedMetaReader(
             engine, root.id, (stores or {}).get(url), options.metadata_max_bytes
         )
-        groups = classify(partial(iter_live_objects, engine, root.id), options, reader)
+        # Pass one reads keys alone, then fetches the few tracker files it found.
+        first_pass = partial(
+            find_runs_by_keys,
+            iter_live_keys(engine, root.id),
+            options,
+            partial(live_objects_by_key, engine, root.id),
+        )
+        groups = classify(
+            partial(iter_live_objects, engine, root.id), options, reader, first_pass=first_pass
+        )
         snapshots.append(
             RootSnapshot(
                 url=url,

@@ -324,6 +324,9 @@ class NotifyTarget(PolicyModel):
 
 # ----------------------------------------------------------------------------- the policy
 
+_PRICE_MEMO: dict[int, tuple[object, dict[str | None, float]]] = {}
+"""id(policy.pricing) -> (that mapping, held so the id stays its own; class -> price)."""
+
 
 class Policy(PolicyModel):
     """A whole validated policy. `source_path`/`source_sha256` are set by the loader."""
@@ -413,7 +416,24 @@ class Policy(PolicyModel):
         raise KeyError(name)
 
     def price(self, storage_class: str | None) -> float:
-        """USD per GB-month for a class (None or unknown is priced as STANDARD)."""
+        """USD per GB-month for a class (None or unknown is priced as STANDARD).
+
+        Memoised per `pricing` mapping and class name (the planner asks for every object
+        it acts on), outside the model so that equality and copies are unaffected.
+        """
+        pricing = self.pricing
+        entry = _PRICE_MEMO.get(id(pricing))
+        if entry is None or entry[0] is not pricing:
+            if len(_PRICE_MEMO) >= 64:
+                _PRICE_MEMO.clear()
+            entry = _PRICE_MEMO[id(pricing)] = (pricing, {})
+        memo = entry[1]
+        cached = memo.get(storage_class)
+        if cached is None:
+            cached = memo[storage_class] = self._price(storage_class)
+        return cached
+
+    def _price(self, storage_class: str | None) -> float:
         try:
             sc = StorageClass(storage_class or "STANDARD")
         except ValueError:

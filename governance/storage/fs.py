@@ -361,7 +361,13 @@ class FsspecStore:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             temporary = _temporary_name(target)
             try:
-                shutil.copy2(source, temporary)  # keeps mode and times, like S3's COPY
+                try:
+                    # Same filesystem: a hard link is a server-side copy that costs no space
+                    # (apply removes the source right after, so it amounts to a move) and
+                    # keeps sparse multi-GiB checkpoints from being materialised.
+                    os.link(source, temporary)
+                except OSError:
+                    shutil.copy2(source, temporary)  # keeps mode and times, like S3's COPY
                 os.replace(temporary, target)
             finally:
                 if os.path.exists(temporary):

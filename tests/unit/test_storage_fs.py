@@ -376,3 +376,19 @@ def test_copy_across_filesystems_streams_bytes(tree: Path, memory_root: str) -> 
     assert (tree / "back" / "y.bin").read_bytes() == b"u" * 5
     assert [r.ok for r in memory.delete(["x/y.bin", "x/y.bin"])] == [True, True]
     assert listing(memory) == {}
+
+
+def test_copy_of_a_sparse_file_on_one_filesystem_takes_no_space(tmp_path: Path) -> None:
+    """Quarantining a sparse 64 GiB checkpoint must not materialise it (a hard link)."""
+    big = tmp_path / "root" / "ckpt" / "optimizer.pt"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as fh:
+        fh.truncate(64 * 2**30)
+    source = open_store(str(tmp_path / "root"))
+    quarantine = open_store(str(tmp_path / "quarantine"))
+    assert source.copy("ckpt/optimizer.pt", quarantine, "p-1/ckpt/optimizer.pt").ok
+    copied = tmp_path / "quarantine" / "p-1" / "ckpt" / "optimizer.pt"
+    assert copied.stat().st_size == 64 * 2**30
+    assert copied.stat().st_blocks * 512 < 2**20  # still sparse: nothing was written
+    assert source.delete(["ckpt/optimizer.pt"])[0].ok
+    assert copied.stat().st_size == 64 * 2**30  # the quarantined copy outlives the source

@@ -43,6 +43,11 @@ def ds_component(name: str) -> Component:
 
 def ranks_verdict(names: list[str]) -> Verdict:
     """Model states for every model-parallel rank, optimizer partitions for every dp rank."""
+    return _ranks_verdict(tuple(names))
+
+
+@lru_cache(maxsize=1024)  # tag folders of one run (and of many) hold the same file names
+def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
     model = {int(m.group(1)) for n in names if (m := _MODEL.search(n))}
     optim = {(int(m.group(1)), int(m.group(2))) for n in names if (m := _OPTIM.search(n))}
     layers = any(n.rpartition("/")[2].startswith("layer_") for n in names)
