@@ -20,6 +20,7 @@ from typing import Any
 
 from governance.storage.base import ObjectInfo
 
+MAX_SPLITS_PER_WORKER = 4
 SPLIT_LEVELS = 3  # the root plus at most two deeper levels of split-point discovery
 _DONE = object()
 
@@ -109,16 +110,27 @@ class ParallelListing:
                 continue
 
     def _fan_out(self, pool: ThreadPoolExecutor) -> None:
-        """Expand split points level by level while they are fewer than the workers."""
+        """Expand split points level by level while they are fewer than the workers.
+
+        A level that yields a swarm of small prefixes (more than MAX_SPLITS_PER_WORKER per
+        worker: one per run, say) is not used: a request per tiny prefix costs more than it
+        saves, so the previous level is listed flat instead, skipping the keys that the
+        delimiter listing already produced.
+        """
         frontier = [self._prefix]
-        for level in range(SPLIT_LEVELS):
-            if not frontier or (level and len(frontier) >= 2 * self._concurrency):
+        emitted_direct = False  # keys directly under the frontier already emitted
+        for _level in range(SPLIT_LEVELS):
+            if not frontier or len(frontier) >= self._concurrency:
                 break
             deeper: list[str] = []
             for found in pool.map(self._list_level, frontier):
                 deeper.extend(found)
+            emitted_direct = True
+            if len(deeper) > MAX_SPLITS_PER_WORKER * self._concurrency:
+                break
             frontier = deeper
-        futures = [pool.submit(self._list_flat, p) for p in frontier]
+            emitted_direct = False
+        futures = [pool.submit(self._list_flat, p, emitted_direct) for p in frontier]
         futures.append(pool.submit(self._list_uploads))
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
         for future in done:
@@ -138,10 +150,16 @@ class ParallelListing:
                     found.append(sub)
         return found
 
-    def _list_flat(self, prefix: str) -> None:
+    def _list_flat(self, prefix: str, skip_direct: bool = False) -> None:
+        """Every key under `prefix`; with `skip_direct`, not those right under it (a
+        delimiter listing of `prefix` already produced them)."""
         paginator = self._client.get_paginator("list_objects_v2")
+        start = len(prefix)
         for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
-            self._emit(self._objects(page.get("Contents", ())))
+            contents = page.get("Contents", ())
+            if skip_direct:
+                contents = [c for c in contents if "/" in c["Key"][start:]]
+            self._emit(self._objects(contents))
 
     def _list_uploads(self) -> None:
         """Incomplete multipart uploads: residue that costs storage but lists as no object."""
