@@ -50,6 +50,8 @@ from governance.policy.units import format_bytes, format_duration
 _DEAD = (RunStatus.FAILED, RunStatus.ABANDONED)
 _DESTRUCTIVE = frozenset(t for t in ActionType if t.value in DESTRUCTIVE_ACTIONS)
 _KIND_NAME = {k: k.value for k in Kind}
+_CLASSES: dict[str | None, str | None] = {None: None}
+"""Storage class names the plan holds, one string each (every row brings its own copy)."""
 
 
 @dataclass(slots=True)
@@ -124,7 +126,7 @@ def _action(
             o.size,
             o.etag,
             o.last_modified,
-            o.storage_class,
+            _CLASSES.setdefault(o.storage_class, o.storage_class),  # one string per class
             o.version_id,
             o.upload_id,
         )
@@ -245,12 +247,12 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
         assert tier.keep_components is not None
         keep = set(tier.keep_components)
         unwanted = [m for m in art.members if m.component not in keep]
-        if not unwanted:
-            notes.append("kept whole (it has no other components)")
-        elif not art.strippable:
+        if not art.strippable:  # one Lightning .ckpt, one DCP shard set: state is inside
             notes.append(
                 "kept whole: it cannot be stripped (optimizer state is not in separate files)"
             )
+        elif not unwanted:
+            notes.append("kept whole (it has no other components)")
         else:
             drop = unwanted
             remaining = [m for m in art.members if m.component in keep]

@@ -363,11 +363,6 @@ def test_lightning_checkpoints_are_kept_whole_not_stripped(golden_plan: Planned)
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner: a Lightning .ckpt is one WEIGHTS member, so the plan says 'kept whole (it "
-    "has no other components)' instead of policy.md's 'cannot be stripped' (optimizer inside)",
-)
 def test_lightning_keep_reason_says_it_cannot_be_stripped(golden_plan: Planned) -> None:
     kept = golden_plan.kept(PL_CKPTS + "epoch=0-step=2500-val_loss=1.00.ckpt")
     assert kept is not None
