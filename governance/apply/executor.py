@@ -209,7 +209,7 @@ def _finish(
                 "execution_id": execution_id,
                 "status": status,
                 "plan_status": report.plan_status,
-                "counts": report.to_dict()["counts"],
+                "counts": report.counts(),
                 "error": error,
             },
             at=end,

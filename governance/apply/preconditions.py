@@ -35,6 +35,7 @@ from governance.storage.base import ObjectState, Store
 from governance.storage.s3_listing import utc
 
 LIST_MIN_OBJECTS = 4  # below this, HEADs are as cheap as a listing
+LIST_RUN_KEYS = 1000  # keys per parallel range listing, at least (one full page)
 COPY_IN_PLACE = (ActionType.TRANSITION,)
 
 
@@ -109,41 +110,48 @@ def _range_listable(store: Store) -> bool:
 def _list_states(store: Store, keys: Sequence[str], concurrency: int) -> dict[str, ObjectState]:
     """key -> state of each of the sorted `keys` that exists, from range listings.
 
-    The keys are split into up to `concurrency` contiguous runs listed in parallel. Never
-    more requests than HEADs would take (each answers at least one key); for keys close
-    together, one request answers up to 1,000.
+    The keys are split into contiguous runs of at least LIST_RUN_KEYS keys (at most
+    `concurrency` runs, listed in parallel). Where the wanted keys turn out to be sparse
+    (a page answers fewer than LIST_MIN_OBJECTS of them), the rest of that run is asked
+    with HEADs instead, so scattered keys cost no more requests than HEADs would.
     """
     from governance.apply.modes import _s3_parts
     from governance.storage.errors import translate
 
     client, bucket, prefix = _s3_parts(store)
 
-    def run(part: Sequence[str]) -> dict[str, ObjectState]:
+    def run(part: Sequence[str]) -> tuple[dict[str, ObjectState], Sequence[str]]:
         try:
             return _list_run(client, bucket, prefix, part)
         except Exception as exc:
             raise translate(store.url, exc) from exc
 
-    size = -(-len(keys) // max(1, concurrency))
+    runs = max(1, min(concurrency, len(keys) // LIST_RUN_KEYS))
+    size = -(-len(keys) // runs)
     parts = [keys[i : i + size] for i in range(0, len(keys), size)]
     found: dict[str, ObjectState] = {}
-    if len(parts) == 1:
-        return run(parts[0])
+    rest: list[str] = []
     with ThreadPoolExecutor(len(parts)) as pool:
-        for states in pool.map(run, parts):
+        for states, left in pool.map(run, parts):
             found.update(states)
+            rest += left
+    if rest:
+        found.update(store.head(rest))
     return found
 
 
-def _list_run(client: Any, bucket: str, prefix: str, keys: Sequence[str]) -> dict[str, ObjectState]:
-    """States of the sorted `keys` (relative to `prefix`) that exist, listing forward.
+def _list_run(
+    client: Any, bucket: str, prefix: str, keys: Sequence[str]
+) -> tuple[dict[str, ObjectState], Sequence[str]]:
+    """States of the sorted `keys` (relative to `prefix`) that exist, listing forward;
+    and the keys left for HEADs once the listing proves sparse.
 
     Each ListObjectsV2 starts just before the next unanswered key (`StartAfter` = that key
-    less its last character: smaller than it, and nothing but keys sharing all of it but
-    the last character can fall in between). A page covers every key up to its last one,
-    or every key left when it is the last page; a page that ends before the next key
-    (possible only with many such near neighbours) moves the start past its last key.
-    S3 orders keys by UTF-8 bytes, the same order as Python's str comparison.
+    less its last character: smaller than it, and only keys sharing all of it but the last
+    character can fall in between). A page answers every key up to its last one (absent
+    there = gone), or every key left when it is the last page; a page that ends before the
+    next key moves the start past its last key. S3 orders keys by UTF-8 bytes, the same
+    order as Python's str comparison.
     """
     found: dict[str, ObjectState] = {}
     i, n = 0, len(keys)
@@ -158,6 +166,7 @@ def _list_run(client: Any, bucket: str, prefix: str, keys: Sequence[str]) -> dic
         truncated = bool(response.get("IsTruncated")) and bool(contents)
         last = contents[-1]["Key"] if contents else ""
         page = {o["Key"]: o for o in contents}
+        first = i
         while i < n and (not truncated or prefix + keys[i] <= last):
             o = page.get(prefix + keys[i])
             if o is not None:
@@ -169,8 +178,10 @@ def _list_run(client: Any, bucket: str, prefix: str, keys: Sequence[str]) -> dic
                     storage_class=o.get("StorageClass") or "STANDARD",
                 )
             i += 1
+        if i < n and i - first < LIST_MIN_OBJECTS:
+            return found, keys[i:]  # sparse here: HEADs are cheaper
         after = last
-    return found
+    return found, ()
 
 
 def _listable(action: PlannedAction, store: Store) -> bool:

@@ -7,6 +7,7 @@ in the Cloud Custodian habit: ok, skipped or failed, never a silent half.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -88,6 +89,14 @@ class ExecutionReport:
     def failed(self) -> int:
         return self.count(Outcome.FAILED)
 
+    def counts(self) -> dict[str, int]:
+        """Results by outcome (only those that occur), plus done_before and not_run."""
+        by_outcome = Counter(r.outcome.value for r in self.results)
+        return {o.value: by_outcome[o.value] for o in Outcome if by_outcome[o.value]} | {
+            "done_before": len(self.done_before),
+            "not_run": len(self.not_run),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document `govern apply --format json` prints."""
         return {
@@ -96,8 +105,7 @@ class ExecutionReport:
             "dry_run": self.dry_run,
             "delete_mode": self.delete_mode,
             "plan_status": self.plan_status,
-            "counts": {o.value: self.count(o) for o in Outcome if self.count(o)}
-            | {"done_before": len(self.done_before), "not_run": len(self.not_run)},
+            "counts": self.counts(),
             "results": [asdict(r) | {"outcome": r.outcome.value} for r in self.results],
             "done_before": self.done_before,
             "not_run": self.not_run,

@@ -19,12 +19,14 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -250,14 +252,38 @@ def free_port() -> int:
 
 
 class _RequestCounter(logging.Handler):
-    """Counts the werkzeug request-log records instead of printing them."""
+    """Counts the werkzeug request-log records instead of printing them, in all and by
+    kind (`request_kind`: method plus the S3 sub-resource, e.g. "POST ?delete")."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.count = 0
+        self.kinds: Counter[str] = Counter()
 
     def emit(self, record: logging.LogRecord) -> None:  # called under the handler's lock
         self.count += 1
+        args = record.args if isinstance(record.args, tuple) else ()
+        self.kinds[request_kind(str(args[0]) if args else "")] += 1
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # werkzeug colours some request lines
+
+
+def request_kind(request_line: str) -> str:
+    """"GET /b?list-type=2&prefix=x HTTP/1.1" -> "GET ?list-type"; "HEAD /b/k ..." -> "HEAD".
+
+    A PUT with an x-amz-copy-source header (CopyObject) cannot be told from an upload by
+    its request line; both are "PUT".
+    """
+    parts = _ANSI.sub("", request_line).split()
+    if len(parts) < 2:
+        return "?"
+    method, target = parts[0], parts[1]
+    query = target.partition("?")[2]
+    if not query:
+        return method
+    first = query.split("&", 1)[0].split("=", 1)[0]
+    return f"{method} ?{first}"
 
 
 @dataclass(slots=True)
@@ -270,6 +296,10 @@ class MotoServer:
     @property
     def requests(self) -> int:
         return self._counter.count
+
+    def request_kinds(self) -> Counter[str]:
+        """A copy of the per-kind request counts so far (subtract two to get a delta)."""
+        return Counter(self._counter.kinds)
 
 
 @contextlib.contextmanager
