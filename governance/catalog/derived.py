@@ -242,12 +242,16 @@ def options_from_json(doc: dict[str, Any] | None, as_of: datetime) -> ClassifyOp
     )
 
 
-def ensure_classified(engine: Engine, now: datetime, root_url: str | None = None) -> int:
+def ensure_classified(
+    engine: Engine, now: datetime, root_url: str | None = None, read_storage: bool = True
+) -> int:
     """Classify every root (or one) whose stored runs and artifacts predate its last scan.
 
-    Classification is derived data: `scan` only indexes (and caches metadata files), and
-    the first reader after a scan (`ls runs`, `ls artifacts`) rebuilds it from the catalog
-    alone, with the layout the scan recorded. Returns how many roots were classified.
+    Classification is derived data: `scan` only lists, and the first reader after a scan
+    (`ls runs`, `ls artifacts`) reads the metadata files the cache lacks (reaching the root
+    the way the scan recorded: endpoint, profile name, region) and rebuilds the runs and
+    artifacts from the catalog with the layout the scan recorded. A root that cannot be
+    reached now is classified from the cache alone. Returns how many roots were classified.
     """
     from governance.catalog.roots import last_complete_scan, list_roots
     from governance.catalog.tables import Root
@@ -260,6 +264,10 @@ def ensure_classified(engine: Engine, now: datetime, root_url: str | None = None
         scan = last_complete_scan(engine, root.id)
         if scan is None or scan.id is None or root.classified_scan_id == scan.id:
             continue
+        if read_storage:
+            refresh_metadata(
+                engine, root.id, root.url, (root.classify_options or {}).get("connection")
+            )
         options = options_from_json(root.classify_options, now)
         classify_root(engine, None, root.id, root.url, scan.id, options)
         roots = Root.__table__  # type: ignore[attr-defined]
@@ -269,3 +277,34 @@ def ensure_classified(engine: Engine, now: datetime, root_url: str | None = None
             )
         done += 1
     return done
+
+
+def refresh_metadata(
+    engine: Engine,
+    root_id: int,
+    root_url: str,
+    connection: dict[str, str] | None = None,
+    store: Store | None = None,
+) -> int:
+    """Read the root's uncached metadata files; a root out of reach is logged and skipped."""
+    import logging
+
+    from governance.errors import GovernanceError
+    from governance.scan.metadata import prefetch_metadata
+    from governance.storage import open_store
+
+    try:
+        if store is None:
+            conn = connection or {}
+            store = open_store(
+                root_url,
+                endpoint_url=conn.get("endpoint_url"),
+                profile=conn.get("profile"),
+                region=conn.get("region"),
+            )
+        return prefetch_metadata(engine, store, root_id)
+    except GovernanceError as exc:
+        logging.getLogger(__name__).warning(
+            "%s: metadata files not read (%s); classifying from the cache", root_url, exc
+        )
+        return 0

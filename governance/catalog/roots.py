@@ -67,11 +67,14 @@ def last_complete_scan(engine: Engine, root_id: int) -> Scan | None:
         return session.exec(stmt).first()
 
 
-def record_layout(engine: Engine, root_id: int, options: dict[str, Any]) -> None:
-    """Remember the layout a root was scanned with, so it can be classified later."""
+def record_layout(
+    engine: Engine, root_id: int, options: dict[str, Any], connection: dict[str, str] | None = None
+) -> None:
+    """Remember the layout a root was scanned with and how to reach it (endpoint, profile
+    name, region: never credentials), so it can be classified later without the policy."""
     with Session(engine) as session:
         root = session.get(Root, root_id)
         assert root is not None
-        root.classify_options = options
+        root.classify_options = {**options, "connection": connection or {}}
         session.add(root)
         session.commit()

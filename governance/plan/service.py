@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from governance.catalog.derived import CachedMetaReader
+from governance.catalog.derived import CachedMetaReader, refresh_metadata
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.queries import iter_live_keys, iter_live_objects, live_objects_by_key
 from governance.catalog.roots import find_root, last_complete_scan
@@ -74,9 +74,18 @@ def root_snapshots(
                 f"root {url} has not been scanned; run govern scan --policy {where} "
                 "or drop --no-scan"
             )
-        reader = CachedMetaReader(
-            engine, root.id, (stores or {}).get(url), options.metadata_max_bytes
+        store = (stores or {}).get(url)
+        # Read the metadata files the cache lacks, in parallel, first (a read, never a
+        # change; a root out of reach is planned from the cache and a warning says so).
+        connection = {
+            "endpoint_url": entry.endpoint_url,
+            "profile": entry.profile,
+            "region": entry.region,
+        }
+        refresh_metadata(
+            engine, root.id, url, {k: v for k, v in connection.items() if v}, store=store
         )
+        reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
         # Pass one reads keys alone, then fetches the few tracker files it found.
         first_pass = partial(
             find_runs_by_keys,

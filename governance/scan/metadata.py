@@ -1,10 +1,11 @@
-"""Reading small metadata files once per ETag, right after a scan.
+"""Reading small metadata files once per ETag, in parallel, before classification.
 
 Classification needs a few small files (`trainer_state.json` for metrics and the best
 checkpoint, `*.index.json` for shard completeness, DeepSpeed `latest` and the Megatron
-tracker). The scan reads those that are new or changed in this scan, in parallel, into
-the catalog's `meta_cache`; classification and planning then read only the cache, so
-they never touch storage and a re-scan of an unchanged tree reads nothing.
+tracker). Whoever classifies a root with its store at hand (`govern plan` after its scan,
+`govern ls runs` after a scan) first reads every such file the cache does not hold for its
+current ETag, in parallel, into the catalog's `meta_cache`; classification itself then
+reads only the cache. A scan stays a pure listing, and an unchanged tree reads nothing.
 """
 
 from __future__ import annotations
@@ -34,15 +35,12 @@ def is_metadata_key(key: str) -> bool:
     return name in METADATA_NAMES or name.endswith(METADATA_SUFFIXES)
 
 
-def _candidates(engine: Engine, root_id: int, scan_id: int) -> list[tuple[str, str, int]]:
+def _candidates(engine: Engine, root_id: int) -> list[tuple[str, str, int]]:
     patterns = [_O.key.like(f"%{name}") for name in METADATA_NAMES]
     patterns += [_O.key.like(f"%{suffix}") for suffix in METADATA_SUFFIXES]
-    cached = exists().where(
-        and_(_M.c.root_id == root_id, _M.c.key == _O.key, _M.c.etag == _O.etag)
-    )
+    cached = exists().where(and_(_M.c.root_id == root_id, _M.c.key == _O.key, _M.c.etag == _O.etag))
     stmt = select(_O.key, _O.etag, _O.size).where(
         _O.root_id == root_id,
-        _O.changed_scan_id == scan_id,
         _O.gone_scan_id.is_(None),
         _O.upload_id == "",
         _O.size <= MAX_BYTES,
@@ -53,11 +51,9 @@ def _candidates(engine: Engine, root_id: int, scan_id: int) -> list[tuple[str, s
         return [(k, e, s) for k, e, s in conn.execute(stmt) if is_metadata_key(k)]
 
 
-def prefetch_metadata(
-    engine: Engine, store: Store, root_id: int, scan_id: int, concurrency: int = 16
-) -> int:
-    """Read this scan's new or changed metadata files into the cache; returns how many."""
-    wanted = _candidates(engine, root_id, scan_id)
+def prefetch_metadata(engine: Engine, store: Store, root_id: int, concurrency: int = 16) -> int:
+    """Read the root's metadata files the cache lacks (for their ETag); returns how many."""
+    wanted = _candidates(engine, root_id)
     if not wanted:
         return 0
 

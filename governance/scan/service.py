@@ -1,4 +1,4 @@
-"""Scanning several roots for a command: open each store, scan it, cache its metadata files.
+"""Scanning several roots for a command: open each store, scan it, record how to reach it.
 
 A root that fails is reported and the others still run; the failed root's catalog state
 is left exactly as it was.
@@ -15,7 +15,6 @@ from governance.catalog.derived import options_to_json
 from governance.catalog.roots import record_layout
 from governance.errors import GovernanceError
 from governance.model.types import ClassifyOptions
-from governance.scan.metadata import prefetch_metadata
 from governance.scan.runner import Progress, ScanSummary, scan_store
 from governance.scan.targets import excluded_prefixes, resolve_roots
 
@@ -53,14 +52,7 @@ def scan_roots(
                     progress=progress,
                 )
             options = policy.classify_options(now) if policy else ClassifyOptions(as_of=now)
-            record_layout(engine, summary.root_id, options_to_json(options))
-            prefetch_metadata(
-                engine,
-                store,
-                summary.root_id,
-                summary.scan_id,
-                concurrency or app.settings.concurrency,
-            )
+            record_layout(engine, summary.root_id, options_to_json(options), spec.connection())
         except GovernanceError as exc:
             yield exc
             continue

@@ -13,6 +13,7 @@ from governance.storage.base import Store
 if TYPE_CHECKING:
     from governance.policy import Policy
 
+
 @dataclass(frozen=True, slots=True)
 class RootSpec:
     url: str
@@ -20,6 +21,11 @@ class RootSpec:
     endpoint_url: str | None = None
     profile: str | None = None
     region: str | None = None
+
+    def connection(self) -> dict[str, str]:
+        """How to reach the root again later (never credentials: the profile's name only)."""
+        fields = {"endpoint_url": self.endpoint_url, "profile": self.profile, "region": self.region}
+        return {k: v for k, v in fields.items() if v}
 
     def open(self, concurrency: int) -> Store:
         return open_store(
@@ -57,5 +63,5 @@ def excluded_prefixes(root_url: str, policy: Policy | None) -> tuple[str, ...]:
     """Key prefixes under the root that are never scanned: the quarantine location."""
     q = quarantine_url(root_url, policy)
     if q.startswith(root_url):
-        return (q[len(root_url):],)
+        return (q[len(root_url) :],)
     return ()
