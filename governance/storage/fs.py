@@ -104,31 +104,20 @@ class FsspecStore:
             yield from (row_from_info(i) for i in self.list(excludes))
             return
         try:
-            for key, st in self._walk_local(excludes):
-                yield (
-                    key,
-                    "",
-                    st.st_size,
-                    f"mtime:{st.st_mtime_ns}",
-                    st.st_mtime_ns // 1000,
-                    None,
-                    None,
-                    None,
-                )
+            yield from self._walk_local(excludes)
         except StorageError:
             raise
         except Exception as exc:
             raise translate(self.url, exc) from exc
 
     def _list_local(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
-        fromtimestamp = datetime.fromtimestamp
-        for key, st in self._walk_local(excludes):
-            yield ObjectInfo(
-                key, st.st_size, fromtimestamp(st.st_mtime, UTC), f"mtime:{st.st_mtime_ns}"
-            )
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        for key, _upload, size, etag, micros, *_ in self._walk_local(excludes):
+            yield ObjectInfo(key, size, epoch + timedelta(microseconds=micros), etag)
 
-    def _walk_local(self, excludes: tuple[str, ...]) -> Iterator[tuple[str, os.stat_result]]:
-        """Depth-first scandir walk; the per-file work is one lstat."""
+    def _walk_local(self, excludes: tuple[str, ...]) -> Iterator[ListingRow]:
+        """Depth-first scandir walk yielding staging rows; the per-file work is one lstat
+        and one tuple (this loop is the scanner's hot path)."""
         stack = [("", self._base)]
         while stack:
             rel, directory = stack.pop()
@@ -161,7 +150,8 @@ class FsspecStore:
                     key = rel + entry.name
                     if relevant and key.startswith(relevant):
                         continue
-                    yield key, st
+                    ns = st.st_mtime_ns
+                    yield (key, "", st.st_size, f"mtime:{ns}", ns // 1000, None, None, None)
 
     def _walk_fsspec(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
         """`fs.walk` (one directory at a time) with excluded directories pruned in place."""
