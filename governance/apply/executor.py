@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,17 +27,25 @@ from governance.apply import journal
 from governance.apply.actions import ActionRunner, outcome_for_check, removes_objects
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
-from governance.apply.types import ActionOutcome, ExecutionReport, Outcome, StoreFactory
-from governance.catalog.plans import load_plan, load_plan_header, set_plan_status
+from governance.apply.stream import PlanScan, scan_plan
+from governance.apply.types import (
+    RESULTS_KEPT,
+    ActionOutcome,
+    ExecutionReport,
+    Outcome,
+    StoreFactory,
+)
+from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import RefusedError
-from governance.plan.types import Plan, PlannedAction, PlanStatus
+from governance.plan.types import PlannedAction, PlanStatus
 from governance.policy.models import ApplyConfig
 
 log = logging.getLogger(__name__)
 
 CHUNK_OBJECTS = int(os.environ.get("GOVERN_APPLY_CHUNK_OBJECTS", "5000"))
-CHUNK_ACTIONS = 1000
+CHUNK_ACTIONS = int(os.environ.get("GOVERN_APPLY_CHUNK_ACTIONS", "5000"))
 Progress = Callable[[int, int], None]
+Batch = tuple[list[PlannedAction], dict[tuple[int, str], Any], list[Check]]
 
 
 def apply_plan(
@@ -55,8 +64,12 @@ def apply_plan(
 
     Raises UnknownPlanError (exit 2), or RefusedError and its subclasses (exit 3) before
     anything is changed. Action failures do not raise: they are in the report.
+
+    The plan is never held whole: it is verified in one streaming pass (`scan_plan`) and
+    then read a batch at a time; a real apply's report keeps counts and the first
+    RESULTS_KEPT results (the journal has all of them).
     """
-    from governance.approval import check_applicable, verify_fingerprint
+    from governance.approval import check_applicable
 
     header = load_plan_header(engine, plan_id)
     config = ApplyConfig.model_validate(header.controls.get("apply") or {})
@@ -69,39 +82,79 @@ def apply_plan(
         if not dry_run:
             raise
         notes.append(f"a real apply would be refused: {exc}")
-    plan = load_plan(engine, plan_id)
-    verify_fingerprint(plan)
-    actions = list(plan.actions)
-    not_run = [a.id for a in actions if only_non_destructive and a.destructive]
-    actions = [a for a in actions if a.id not in set(not_run)]
-    _refuse_unsafe_modes(plan, actions, config, stores, yes=yes, dry_run=dry_run, notes=notes)
+    scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
+    _refuse_unsafe_modes(
+        plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
+    )
     concurrency = config.concurrency or 16
     report = ExecutionReport(
         plan_id=plan_id,
         execution_id=None,
         dry_run=dry_run,
         delete_mode=config.delete_mode,
-        plan_status=plan.status.value,
-        not_run=not_run,
+        plan_status=header.status.value,
+        not_run=scan.not_run,
         notes=notes,
+        keep_results=None if dry_run else RESULTS_KEPT,
     )
     done = journal.final_actions(engine, plan_id)
-    report.done_before = sorted(a.id for a in actions if a.id in done)
-    todo = [a for a in actions if a.id not in done]
+    skip = set(scan.not_run)
+    report.done_before = sorted(i for i in done if i in scan.digests and i not in skip)
+    skip.update(done)
+    todo = scan.total - len(skip & scan.digests.keys())
+
+    def todo_actions() -> Iterator[PlannedAction]:
+        for action in iter_actions(engine, plan_id):
+            if action.id not in skip:
+                scan.verify(action)
+                yield action
+
+    batches = _chunks(todo_actions())
     if dry_run:
-        for chunk in _chunks(todo):
-            pending = _pending(engine, plan_id, chunk)
-            checks = check_actions(chunk, stores, now=now, pending=pending, concurrency=concurrency)
-            report.results += [_would(c, config.delete_mode) for c in checks]
+        for _, _, checks in _prepared(engine, plan_id, batches, stores, concurrency):
+            report.add([_would(c, config.delete_mode) for c in checks])
         report.executions = journal.executions(engine, plan_id)
         return report
-    return _execute(engine, plan, todo, report, actor, now, stores, config, concurrency, progress)
+    return _execute(
+        engine, scan, batches, todo, report, actor, now, stores, config, concurrency, progress
+    )
+
+
+def _prepared(
+    engine: Engine,
+    plan_id: str,
+    batches: Iterator[list[PlannedAction]],
+    stores: StoreFactory,
+    concurrency: int,
+) -> Iterator[Batch]:
+    """Each batch with its journal rows and fresh checks; the next batch is read and
+    checked in a thread while the caller acts on the current one (a pipeline of two)."""
+
+    def prepare() -> Batch | None:
+        chunk = next(batches, None)
+        if chunk is None:
+            return None
+        pending = _pending(engine, plan_id, chunk)
+        checks = check_actions(
+            chunk, stores, now=_clock(), pending=pending, concurrency=concurrency
+        )
+        return chunk, pending, checks
+
+    with ThreadPoolExecutor(1, thread_name_prefix="govern-check") as pool:
+        ahead: Future[Batch | None] = pool.submit(prepare)
+        try:
+            while (batch := ahead.result()) is not None:
+                ahead = pool.submit(prepare)
+                yield batch
+        finally:
+            ahead.cancel()
 
 
 def _execute(
     engine: Engine,
-    plan: Plan,
-    todo: list[PlannedAction],
+    scan: PlanScan,
+    batches: Iterator[list[PlannedAction]],
+    todo: int,
     report: ExecutionReport,
     actor: str,
     now: datetime,
@@ -113,7 +166,7 @@ def _execute(
     from governance import audit
     from governance.apply.purge import purge_quarantine
 
-    plan_id = plan.plan_id
+    plan_id = scan.plan_id
     execution_id = journal.start_execution(
         engine,
         plan_id,
@@ -134,7 +187,7 @@ def _execute(
                 payload={
                     "execution_id": execution_id,
                     "delete_mode": config.delete_mode,
-                    "actions": len(todo),
+                    "actions": todo,
                     "done_before": len(report.done_before),
                     "not_run": len(report.not_run),
                 },
@@ -151,30 +204,26 @@ def _execute(
                 clock=_clock,
             )
             delay = float(os.environ.get("GOVERN_TEST_APPLY_DELAY") or 0)
-            for chunk in _chunks(todo):
-                pending = _pending(engine, plan_id, chunk)
-                checks = check_actions(
-                    chunk, stores, now=_clock(), pending=pending, concurrency=concurrency
-                )
-                report.results += runner.run(engine, checks, pending)
+            for _, pending, checks in _prepared(engine, plan_id, batches, stores, concurrency):
+                report.add(runner.run(engine, checks, pending))
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
                 if progress is not None:
-                    progress(len(report.results), len(todo))
+                    progress(report.processed, todo)
                 if delay:
                     time.sleep(delay)  # test hook: lets a test kill an apply halfway
-        status = _execution_status(report.results)
+        status = _execution_status(report)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
         error = f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        _finish(engine, plan, report, execution_id, actor, status, error)
+        _finish(engine, scan, report, execution_id, actor, status, error)
     return report
 
 
 def _finish(
     engine: Engine,
-    plan: Plan,
+    scan: PlanScan,
     report: ExecutionReport,
     execution_id: int,
     actor: str,
@@ -184,6 +233,7 @@ def _finish(
     """Record the execution's end, move the plan's status, release the lock (always)."""
     from governance import audit
 
+    plan_id = scan.plan_id
     try:
         end = _clock()
         journal.finish_execution(
@@ -191,20 +241,20 @@ def _finish(
             execution_id,
             now=end,
             status=status,
-            results=report.results,
+            counts=report.outcome_counts,
             done_before=len(report.done_before),
             purged=report.purged,
             error=error,
         )
-        new_status = _plan_status(plan, report)
+        new_status = _plan_status(scan, report)
         if new_status is not None and error is None:
-            set_plan_status(engine, plan.plan_id, new_status)
+            set_plan_status(engine, plan_id, new_status)
             report.plan_status = new_status.value
         audit.record_now(
             engine,
             "apply_end",
             actor=actor,
-            plan_id=plan.plan_id,
+            plan_id=plan_id,
             payload={
                 "execution_id": execution_id,
                 "status": status,
@@ -214,30 +264,33 @@ def _finish(
             },
             at=end,
         )
-        report.executions = journal.executions(engine, plan.plan_id)
+        report.executions = journal.executions(engine, plan_id)
     finally:
-        journal.release(engine, plan.plan_id, execution_id)
+        journal.release(engine, plan_id, execution_id)
 
 
-def _execution_status(results: Sequence[ActionOutcome]) -> str:
-    bad = any(r.outcome is Outcome.FAILED or r.stale for r in results)
-    return "partially_applied" if bad else "applied"
+def _execution_status(report: ExecutionReport) -> str:
+    return "partially_applied" if _bad(report) else "applied"
 
 
-def _plan_status(plan: Plan, report: ExecutionReport) -> PlanStatus | None:
+def _bad(report: ExecutionReport) -> bool:
+    return bool(report.failed or report.stale_count)
+
+
+def _plan_status(scan: PlanScan, report: ExecutionReport) -> PlanStatus | None:
     """partially_applied when anything failed or was stale; applied when every action is
     done (ok or skipped on purpose); otherwise (destructive ones not run yet) unchanged."""
-    if any(r.outcome is Outcome.FAILED or r.stale for r in report.results):
+    if _bad(report):
         return PlanStatus.PARTIALLY_APPLIED
-    finished = set(report.done_before) | {r.action_id for r in report.results if r.final}
-    if all(a.id in finished for a in plan.actions):
+    # done_before and this run's results are disjoint subsets of the plan's actions
+    if len(report.done_before) + report.final_count == scan.total:
         return PlanStatus.APPLIED
     return None
 
 
 def _refuse_unsafe_modes(
-    plan: Plan,
-    actions: Sequence[PlannedAction],
+    plan_id: str,
+    removing_roots: Iterable[str],
     config: ApplyConfig,
     stores: StoreFactory,
     *,
@@ -246,17 +299,16 @@ def _refuse_unsafe_modes(
     notes: list[str],
 ) -> None:
     """Refuse before anything is touched: permanent without `yes`, versioned without versions."""
-    removing = [a for a in actions if removes_objects(a)]
-    if not removing:
+    roots = sorted(removing_roots)
+    if not roots:
         return
     problem: str | None = None
     if config.delete_mode == "permanent" and not yes:
         problem = (
-            f"plan {plan.plan_id} deletes permanently (apply.delete_mode: permanent): "
+            f"plan {plan_id} deletes permanently (apply.delete_mode: permanent): "
             "nothing can be restored; pass --yes to confirm"
         )
     elif config.delete_mode == "versioned":
-        roots = sorted({a.artifact.root_url for a in removing})
         unversioned = [r for r in roots if not versioning_enabled(stores(r))]
         if unversioned:
             problem = (
@@ -293,7 +345,7 @@ def _pending(
     return journal.pending_removals(engine, plan_id, [a.id for a in chunk if removes_objects(a)])
 
 
-def _chunks(actions: Sequence[PlannedAction]) -> Iterator[list[PlannedAction]]:
+def _chunks(actions: Iterable[PlannedAction]) -> Iterator[list[PlannedAction]]:
     """Batches of whole actions, up to about CHUNK_OBJECTS objects each."""
     chunk: list[PlannedAction] = []
     objects = 0

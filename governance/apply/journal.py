@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -231,12 +231,12 @@ def finish_execution(
     *,
     now: datetime,
     status: str,
-    results: Sequence[ActionOutcome],
+    counts: Mapping[str, int],
     done_before: int,
     purged: int,
     error: str | None = None,
 ) -> None:
-    counts = {o: sum(1 for r in results if r.outcome is o) for o in Outcome}
+    """Close the execution row; `counts` are results by outcome value."""
     with engine.begin() as conn:
         conn.execute(
             update(E)
@@ -244,14 +244,45 @@ def finish_execution(
             .values(
                 finished_at=now,
                 status=status,
-                actions_ok=counts[Outcome.OK],
-                actions_skipped=counts[Outcome.SKIPPED],
-                actions_failed=counts[Outcome.FAILED],
+                actions_ok=counts.get(Outcome.OK.value, 0),
+                actions_skipped=counts.get(Outcome.SKIPPED.value, 0),
+                actions_failed=counts.get(Outcome.FAILED.value, 0),
                 actions_done_before=done_before,
                 objects_purged=purged,
                 error=error,
             )
         )
+
+
+def iter_results(engine: Engine, execution_id: int, page: int = 5000) -> Iterator[ActionOutcome]:
+    """Every result one execution recorded, in action id order, a page at a time."""
+    after = -1
+    while True:
+        with engine.connect() as conn:
+            rows = list(
+                conn.execute(
+                    select(R)
+                    .where(and_(R.c.execution_id == execution_id, R.c.action_id > after))
+                    .order_by(R.c.action_id)
+                    .limit(page)
+                ).mappings()
+            )
+        for r in rows:
+            outcome = Outcome(r["outcome"])
+            yield ActionOutcome(
+                action_id=int(r["action_id"]),
+                action=r["action"],
+                artifact_uri=r["artifact_uri"],
+                outcome=outcome,
+                reason=r["reason"],
+                objects=int(r["objects"]),
+                bytes=int(r["bytes"]),
+                final=bool(r["final"]),
+                execution_id=None if outcome is Outcome.SKIPPED else execution_id,
+            )
+        if len(rows) < page:
+            return
+        after = int(rows[-1]["action_id"])
 
 
 def executions(engine: Engine, plan_id: str) -> list[ExecutionSummary]:

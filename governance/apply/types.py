@@ -66,9 +66,17 @@ class ExecutionSummary:
     error: str | None = None
 
 
+RESULTS_KEPT = 1000  # results an ExecutionReport holds; the journal has every one
+
+
 @dataclass(slots=True)
 class ExecutionReport:
-    """What one `apply_plan` call did (or, with `dry_run`, would do)."""
+    """What one `apply_plan` call did (or, with `dry_run`, would do).
+
+    `results` holds the first `keep_results` outcomes (all of them when None, as in a dry
+    run); counts cover all. A real apply's full results are in the journal
+    (`journal.iter_results`), so memory does not grow with the plan.
+    """
 
     plan_id: str
     execution_id: int | None
@@ -81,9 +89,29 @@ class ExecutionReport:
     executions: list[ExecutionSummary] = field(default_factory=list)
     purged: int = 0
     notes: list[str] = field(default_factory=list)
+    keep_results: int | None = None
+    results_omitted: int = 0
+    outcome_counts: Counter[str] = field(default_factory=Counter)
+    stale_count: int = 0
+    final_count: int = 0
+
+    def add(self, outcomes: Sequence[ActionOutcome]) -> None:
+        """Count a batch of outcomes; keep them while under `keep_results`."""
+        for r in outcomes:
+            self.outcome_counts[r.outcome.value] += 1
+            self.stale_count += r.stale
+            self.final_count += r.final
+        room = len(outcomes) if self.keep_results is None else self.keep_results - len(self.results)
+        room = max(0, room)
+        self.results += outcomes[:room]
+        self.results_omitted += len(outcomes) - min(room, len(outcomes))
+
+    @property
+    def processed(self) -> int:
+        return sum(self.outcome_counts.values())
 
     def count(self, outcome: Outcome) -> int:
-        return sum(1 for r in self.results if r.outcome is outcome)
+        return self.outcome_counts[outcome.value]
 
     @property
     def failed(self) -> int:
@@ -91,14 +119,15 @@ class ExecutionReport:
 
     def counts(self) -> dict[str, int]:
         """Results by outcome (only those that occur), plus done_before and not_run."""
-        by_outcome = Counter(r.outcome.value for r in self.results)
+        by_outcome = self.outcome_counts
         return {o.value: by_outcome[o.value] for o in Outcome if by_outcome[o.value]} | {
             "done_before": len(self.done_before),
             "not_run": len(self.not_run),
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document `govern apply --format json` prints."""
+        """The JSON document `govern apply --format json` prints (with `results` as held;
+        the CLI streams every result from the journal instead)."""
         return {
             "plan_id": self.plan_id,
             "execution_id": self.execution_id,
@@ -106,13 +135,28 @@ class ExecutionReport:
             "delete_mode": self.delete_mode,
             "plan_status": self.plan_status,
             "counts": self.counts(),
-            "results": [asdict(r) | {"outcome": r.outcome.value} for r in self.results],
+            "results": [outcome_dict(r) for r in self.results],
             "done_before": self.done_before,
             "not_run": self.not_run,
             "executions": [asdict(e) for e in self.executions],
             "purged": self.purged,
             "notes": self.notes,
         }
+
+
+def outcome_dict(r: ActionOutcome) -> dict[str, Any]:
+    """One result as JSON data (the fields of ActionOutcome, in order)."""
+    return {
+        "action_id": r.action_id,
+        "action": r.action,
+        "artifact_uri": r.artifact_uri,
+        "outcome": r.outcome.value,
+        "reason": r.reason,
+        "objects": r.objects,
+        "bytes": r.bytes,
+        "final": r.final,
+        "execution_id": r.execution_id,
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,6 +232,32 @@ def load_plan(engine: Engine, plan_id: str) -> Plan:
     )
 
 
+def iter_actions(engine: Engine, plan_id: str, page: int = 1000) -> Iterator[PlannedAction]:
+    """A plan's actions in id order, read `page` rows at a time (keyset pagination, a short
+    read per page), so a plan of any size is walked in bounded memory."""
+    after = -1
+    while True:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(_A)
+                .where(_A.c.plan_id == plan_id, _A.c.action_id > after)
+                .order_by(_A.c.action_id)
+                .limit(page)
+            ).mappings()
+            actions = [_action_from_row(row) for row in rows]
+        yield from actions
+        if len(actions) < page:
+            return
+        after = actions[-1].id
+
+
+def load_kept(engine: Engine, plan_id: str) -> list[KeptArtifact]:
+    """A plan's kept artifacts in saved order."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(_K).where(_K.c.plan_id == plan_id).order_by(_K.c.seq)).mappings()
+        return [_kept_from_row(row) for row in rows]
+
+
 def load_plan_header(engine: Engine, plan_id: str) -> PlanHeader:
     """One plan's header; UnknownPlanError naming the id when there is none."""
     with engine.connect() as conn:

@@ -7,6 +7,8 @@ Reports go to stdout; progress goes to stderr.
 
 from __future__ import annotations
 
+import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +16,13 @@ from typing import TYPE_CHECKING
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import FORMATS_BASIC, emit_json, format_option, stdout_console
+from governance.cli.output import (
+    FORMATS_BASIC,
+    dumps,
+    emit_json,
+    format_option,
+    stdout_console,
+)
 from governance.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
@@ -86,7 +94,7 @@ def apply(
         progress=progress,
     )
     if fmt == "json":
-        emit_json(report.to_dict())
+        _emit_execution_json(app, report)
     else:
         _print_execution(report)
     for note in report.notes:
@@ -140,6 +148,28 @@ def restore(
         raise click.exceptions.Exit(EXIT_FAILED)
 
 
+def _emit_execution_json(app: AppContext, report: ExecutionReport) -> None:
+    """The report's JSON; a real apply's `results` are streamed from the journal (every
+    result of the execution, in action order) rather than held in memory."""
+    if report.dry_run or report.execution_id is None or not report.results_omitted:
+        emit_json(report.to_dict())
+        return
+    from governance.apply.journal import iter_results
+    from governance.apply.types import outcome_dict
+
+    doc = report.to_dict()
+    doc["results"] = []
+    head, _, tail = dumps(doc).partition('"results": []')
+    rows = iter_results(app.engine, report.execution_id)
+    out = sys.stdout
+    out.write(head + '"results": [')
+    for i, r in enumerate(rows):
+        out.write(",\n    " if i else "\n    ")
+        out.write(json.dumps(outcome_dict(r), ensure_ascii=False))
+    out.write("\n  ]" + tail + "\n")
+    out.flush()
+
+
 def _print_execution(report: ExecutionReport) -> None:
     from rich.table import Table
 
@@ -153,6 +183,11 @@ def _print_execution(report: ExecutionReport) -> None:
     for r in report.results:
         table.add_row(str(r.action_id), r.action, r.artifact_uri, r.outcome.value, r.reason)
     console.print(table)
+    if report.results_omitted:
+        console.print(
+            f"{report.results_omitted} more result(s) in the journal "
+            f"(execution {report.execution_id}); --format json lists them all"
+        )
     if report.done_before:
         console.print(f"{len(report.done_before)} action(s) done by earlier executions")
     if report.not_run:

@@ -21,7 +21,7 @@ string) and fed to the hash in pieces: same bytes, same digest.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from json.encoder import (
     encode_basestring,
     encode_basestring_ascii,
@@ -91,3 +91,32 @@ def _feed(h: hashlib._Hash, docs: list[str], chunk: int = 4096) -> None:
     for i in range(0, len(docs), chunk):
         text = ",".join(docs[i : i + chunk])
         h.update((("," + text) if i else text).encode("utf-8"))
+
+
+def fingerprint_streaming(
+    actions: Iterable[PlannedAction],
+    kept: Sequence[KeptArtifact],
+    on_action: Callable[[PlannedAction, str], None] | None = None,
+) -> str:
+    """`fingerprint` of actions read one by one (e.g. a batch at a time from the catalog):
+    the same digest, holding only each action's canonical text, never the actions.
+    `on_action(action, text)` sees each action with its ASCII-escaped text (`action_text`)."""
+    texts: list[tuple[str, str | None]] = []
+    for action in actions:
+        key = _action_text(action, _ASCII)
+        if on_action is not None:
+            on_action(action, key)
+        texts.append((key, _action_text(action, _UTF8) if "\\u" in key else None))
+    h = hashlib.sha256()
+    h.update(b'{"actions":[')
+    _feed(h, _sorted_texts(texts))
+    del texts
+    h.update(b'],"kept":[')
+    _feed(h, _docs(kept, _kept_text))  # type: ignore[arg-type]
+    h.update(b'],"version":1}')
+    return "sha256:" + h.hexdigest()
+
+
+def action_text(action: PlannedAction) -> str:
+    """One action's canonical document, ASCII-escaped (what the fingerprint sorts by)."""
+    return _action_text(action, _ASCII)
