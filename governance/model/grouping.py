@@ -19,6 +19,7 @@ from typing import Any
 from governance.model.detectors import REGISTRY, Context, upload_artifact
 from governance.model.detectors.base import Claim, artifact, basename
 from governance.model.detectors.residue import TMP_SUFFIXES
+from governance.model.dispatch import Dispatch
 from governance.model.types import (
     Artifact,
     CatalogObject,
@@ -56,12 +57,16 @@ def _judge(art: Artifact, options: ClassifyOptions) -> None:
         return
     problems = []
     weights = Component.WEIGHTS
-    empty = next(
-        (m.obj.key for m in art.members if m.obj.size == 0 and m.component is weights), None
-    )
+    empty: str | None = None
+    partial: str | None = None
+    for m in art.members:  # the first zero-byte weight file, the first partial file
+        o = m.obj
+        if empty is None and o.size == 0 and m.component is weights:
+            empty = o.key
+        if partial is None and o.key.endswith(TMP_SUFFIXES):
+            partial = o.key
     if empty is not None:
         problems.append(f"zero-byte weight file {empty}")
-    partial = next((m.obj.key for m in art.members if m.obj.key.endswith(TMP_SUFFIXES)), None)
     if partial is not None:
         problems.append(f"partial file {partial}")
     if problems:
@@ -91,26 +96,45 @@ def classify_group(
     live: list[CatalogObject] = []
     roots: dict[str, int] = {}
     shallow: list[tuple[CatalogObject, int, Claim] | None] = []
-    claims = _CLAIMS
-    lookers = _LOOKERS
+    # Live objects come folder by folder: (index in `live` where a folder starts, folder).
+    folders: list[tuple[int, str]] = []
+    dispatch = _DISPATCH
+    folder_mask = dispatch.folder_mask
+    name_masks = dispatch._names
+    name_mask = dispatch.name_mask
+    of_mask = dispatch.of_mask
+    looking_up = dispatch.looking_up
+    folder = "\0"
+    in_folder = 0
     inside = "\0"  # the outermost folder the last fully examined key claimed
     for o in objs:
         if o.upload_id:
             out.append(upload_artifact(o))
             continue
-        live.append(o)
         key = o.key
+        cut = key.rfind("/") + 1
+        if key[:cut] != folder:
+            folder = key[:cut]
+            in_folder = folder_mask(folder)
+            folders.append((len(live), folder))
+        live.append(o)
+        name = key[cut:]
+        mask = name_masks.get(name)
+        if mask is None:
+            mask = name_mask(name)
+        mask |= in_folder
         if key.startswith(inside):
             # Already owned by a folder: only a detector looking upward can add an outer one.
-            for i, claim in lookers:
-                c = claim(key)
-                if c is not None and c.deep and (c.unit not in roots or i < roots[c.unit]):
-                    roots[c.unit] = i
+            if mask & looking_up:
+                for i, claim in of_mask(mask & looking_up):
+                    c = claim(key)
+                    if c is not None and c.deep and (c.unit not in roots or i < roots[c.unit]):
+                        roots[c.unit] = i
             shallow.append(None)
             continue
         first: tuple[CatalogObject, int, Claim] | None = None
         outer = ""
-        for i, claim in claims:
+        for i, claim in of_mask(mask):
             c = claim(key)
             if c is None:
                 continue
@@ -131,26 +155,24 @@ def classify_group(
     owner: dict[str, int] = dict(roots)
     pending: list[tuple[CatalogObject, int, Claim]] = []
     loose: list[CatalogObject] = []
-    # The outermost root holding a key depends only on its folder, and sorted keys come
-    # folder by folder: remember the last folder's answer.
-    last_dir = "\0"
-    root: str | None = None
-    for o, claimed in zip(live, shallow, strict=True):
-        if roots:
-            key = o.key
-            folder = key[: key.rfind("/") + 1]
-            if folder != last_dir:
-                last_dir = folder
-                root = _outermost_root(folder, roots)
+    # The outermost root holding a key depends only on its folder: decided once per folder.
+    folders.append((len(live), ""))
+    for f in range(len(folders) - 1):
+        begin, folder = folders[f]
+        end = folders[f + 1][0]
+        root = _outermost_root(folder, roots) if roots else None
         if root is not None:
             members = units.get(root)
             if members is None:
-                units[root] = [o]
+                units[root] = live[begin:end]
             else:
-                members.append(o)
-        elif claimed is None:
-            loose.append(o)
-        else:
+                members.extend(live[begin:end])
+            continue
+        for k in range(begin, end):
+            claimed = shallow[k]
+            if claimed is None:
+                loose.append(live[k])
+                continue
             pending.append(claimed)
             _, i, c = claimed
             if not c.companion and (c.unit not in owner or i < owner[c.unit]):
@@ -183,8 +205,7 @@ def _art_order(a: Artifact) -> tuple[str, str, str]:
 
 
 _KEY = attrgetter("key")
-_CLAIMS = tuple((i, d.claim) for i, d in enumerate(REGISTRY))
-_LOOKERS = tuple((i, d.claim) for i, d in enumerate(REGISTRY) if d.looks_up)
+_DISPATCH = Dispatch(REGISTRY)
 
 
 class _KeyIndex(Mapping[str, CatalogObject]):

@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from governance.model.detectors import REGISTRY, RUN_DETECTORS, Context
 from governance.model.detectors.base import basename, parent
+from governance.model.dispatch import Dispatch
 from governance.model.metrics import best_info
 from governance.model.types import Artifact, CatalogObject, Kind, Run, RunStatus
 
@@ -99,8 +101,9 @@ def run_for_unit(unit: str) -> str | None:
     return container
 
 
-_ALL_RUN = (_RESIDUE, *RUN_DETECTORS)
-_UPWARD = tuple(d for d in _ALL_RUN if d.looks_up)
+_ALL_RUN = Dispatch((_RESIDUE, *RUN_DETECTORS))
+"""The detectors that can name a checkpoint (or staging) unit; the residue one first."""
+_UPWARD = _ALL_RUN.of_mask(_ALL_RUN.looking_up)
 
 
 def unit_of_checkpoint(key: str, upward_only: bool = False) -> str | None:
@@ -110,9 +113,9 @@ def unit_of_checkpoint(key: str, upward_only: bool = False) -> str | None:
     an outer folder are asked (see `Detector.looks_up`).
     """
     best: str | None = None
-    for det in _UPWARD if upward_only else _ALL_RUN:
-        c = det.claim(key)
-        if c is None or c.tracker or c.companion or (det is _RESIDUE and not c.deep):
+    for i, claim in _UPWARD if upward_only else _ALL_RUN.candidates(key):
+        c = claim(key)
+        if c is None or c.tracker or c.companion or (i == 0 and not c.deep):
             continue
         if best is None or len(c.unit) < len(best):
             best = c.unit
@@ -149,12 +152,14 @@ def detected_run_of(key: str, detected: set[str]) -> str | None:
 
 
 def _markers(
-    key: str, objs: Iterable[CatalogObject], names: tuple[str, ...]
-) -> list[CatalogObject]:
-    """Objects directly in the run folder whose name is one of `names`."""
-    wanted = set(names)
-    n = len(key)
-    return [o for o in objs if o.key[n:] in wanted and o.key.startswith(key)]
+    key: str, objs: Iterable[CatalogObject], done: tuple[str, ...], failed: tuple[str, ...]
+) -> tuple[list[CatalogObject], list[CatalogObject]]:
+    """Objects directly in the run folder named one of `done`, and one of `failed`."""
+    done_keys = {key + name for name in done}
+    failed_keys = {key + name for name in failed}
+    wanted = done_keys | failed_keys
+    found = [o for o in objs if o.key in wanted]  # one look per object; markers are few
+    return [o for o in found if o.key in done_keys], [o for o in found if o.key in failed_keys]
 
 
 def _is_final_weights(run_key: str, art: Artifact) -> bool:
@@ -174,11 +179,11 @@ def _status(
     objs: list[CatalogObject],
     artifacts: list[Artifact],
     ctx: Context,
+    last: datetime,
     last_write_age: str,
 ) -> tuple[RunStatus, str]:
     opts = ctx.options
-    done = _markers(key, objs, opts.completed_markers)
-    failed = _markers(key, objs, opts.failed_markers)
+    done, failed = _markers(key, objs, opts.completed_markers, opts.failed_markers)
     newest_done = max(done, key=lambda o: (o.last_modified, o.key), default=None)
     newest_failed = max(failed, key=lambda o: (o.last_modified, o.key), default=None)
     if newest_failed and (
@@ -195,7 +200,6 @@ def _status(
         for a in artifacts
     ):
         return RunStatus.UNKNOWN, "no checkpoints and no status markers"
-    last = max(o.last_modified for o in objs)
     if opts.as_of - last <= opts.abandoned_after:
         return RunStatus.RUNNING, f"last write {last_write_age} ago, within abandoned_after"
     return RunStatus.ABANDONED, f"no write for {last_write_age} (abandoned_after exceeded)"
@@ -203,14 +207,16 @@ def _status(
 
 def _best_checkpoint(artifacts: list[Artifact], ctx: Context) -> str | None:
     """`best_model_checkpoint` of the newest Trainer checkpoint's state, as an artifact key."""
-    states = {
-        a.key: m.obj
-        for a in artifacts
-        if a.layout == "hf" and a.kind is Kind.CHECKPOINT
-        for m in a.members
-        if m.obj.key == a.key + "trainer_state.json"
-    }
-    if not states or ctx.read_meta is None:
+    if ctx.read_meta is None:
+        return None
+    states: dict[str, CatalogObject] = {}
+    for a in artifacts:
+        if a.layout == "hf" and a.kind is Kind.CHECKPOINT:
+            state_key = a.key + "trainer_state.json"
+            for m in a.members:
+                if m.obj.key == state_key:
+                    states[a.key] = m.obj
+    if not states:
         return None
     newest = max((a for a in artifacts if a.key in states), key=lambda a: (a.step or 0, a.key))
     state = states[newest.key]
@@ -242,7 +248,7 @@ def build_run(
     """The run record for one buffered run: status with evidence, last write, best checkpoint."""
     last_write = max(o.last_modified for o in objs)
     age = _age((ctx.options.as_of - last_write).total_seconds())
-    status, reason = _status(key, objs, artifacts, ctx, age)
+    status, reason = _status(key, objs, artifacts, ctx, last_write, age)
     return Run(
         key=key,
         name=attributes.get("run") or basename(key),

@@ -16,8 +16,10 @@ Example::
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -108,6 +110,36 @@ def build_plan(
     """Plan every root's groups under `policy` at `as_of`; never touches storage."""
     if as_of.tzinfo is None:
         raise ValueError("as_of must be timezone-aware (UTC)")
+    with _fewer_collections():
+        return _build(roots, policy, as_of, plan_id, created_by, created_at)
+
+
+@contextmanager
+def _fewer_collections(young: int = 10_000) -> Iterator[None]:
+    """Let the cyclic GC collect young objects every `young` allocations, not every 700.
+
+    Planning (with the classification it streams) allocates millions of small objects
+    that outlive a young collection (objects, members, artifacts, actions): at the default
+    threshold each is traversed again and again, about a sixth of the build. Collections
+    still run; the threshold is restored afterwards.
+    """
+    old = gc.get_threshold()
+    if 0 < old[0] < young:
+        gc.set_threshold(young, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _build(
+    roots: Iterable[RootSnapshot],
+    policy: Policy,
+    as_of: datetime,
+    plan_id: str,
+    created_by: str,
+    created_at: datetime,
+) -> Plan:
     actions: list[PlannedAction] = []
     kept: list[KeptArtifact] = []
     scans: dict[str, int] = {}

@@ -20,8 +20,11 @@ time against the time to read the same rows from the catalog, in one run. Target
    that each one's peak RSS is its own (`os.wait4` rusage, via `_common.run_measured`):
    - *read*: iterate `iter_live_objects(engine, root_id)` to the end (that builds the
      `CatalogObject`s: it is "reading the rows");
-   - *classify*: `classify(lambda: iter_live_objects(...), options, None)` fully consumed
-     (two passes over the catalog, as in production);
+   - *classify*: `classify(lambda: iter_live_objects(...), options, None, first_pass=...)`
+     fully consumed: two passes over the catalog as planning makes them
+     (`plan.service.root_snapshots`), pass one over keys alone (`iter_live_keys` +
+     `find_runs_by_keys`, then the few tracker objects fetched by key), pass two over
+     objects;
    - *classify_root* (unless `--skip-root`): `classify_root`, which also writes runs and
      artifacts to the catalog (metadata read through the catalog's cache; no store);
    - *classify CPU* (with `--cpu`): classification of objects preloaded into a list, the
@@ -49,7 +52,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -323,9 +326,9 @@ def run_phase(phase: str, path: Path, templates: bool) -> dict[str, Any]:
     """One phase in this process; returns its figures (printed as JSON by the caller)."""
     from governance.catalog.derived import classify_root
     from governance.catalog.engine import open_engine
-    from governance.catalog.queries import iter_live_objects
+    from governance.catalog.queries import iter_live_keys, iter_live_objects, live_objects_by_key
     from governance.catalog.roots import find_root, last_complete_scan
-    from governance.model.classify import classify
+    from governance.model.classify import RunIndex, classify, find_runs_by_keys
 
     engine = open_engine(f"sqlite:///{path}")
     root = find_root(engine, ROOT_URL)
@@ -339,9 +342,21 @@ def run_phase(phase: str, path: Path, templates: bool) -> dict[str, Any]:
         return iter_live_objects(engine, root_id)
 
     source: Callable[[], Any] = objects
+
+    keys: Callable[[], Iterable[str]] = lambda: iter_live_keys(engine, root_id)  # noqa: E731
+    fetch: Callable[[list[str]], Iterable[Any]] = lambda ks: live_objects_by_key(engine, root_id, ks)  # noqa: E731
     if phase == "cpu":
         preloaded = list(objects())
+        by_key = {o.key: o for o in preloaded}
         source = lambda: iter(preloaded)  # noqa: E731
+        keys = lambda: (o.key for o in preloaded)  # noqa: E731
+        fetch = lambda ks: [by_key[k] for k in ks if k in by_key]  # noqa: E731
+
+    def first_pass() -> RunIndex:
+        # As planning does (`plan.service.root_snapshots`): pass one reads keys alone, then
+        # fetches the few tracker files it found.
+        return find_runs_by_keys(keys(), options, fetch)
+
     out["baseline_rss_kib"] = _maxrss_kib()
     cpu_start = time.process_time()
     start = time.perf_counter()
@@ -352,7 +367,7 @@ def run_phase(phase: str, path: Path, templates: bool) -> dict[str, Any]:
         out["objects"] = count
     elif phase in ("classify", "cpu"):
         groups = runs = arts = objs = largest = 0
-        for g in classify(source, options, None):
+        for g in classify(source, options, None, first_pass=first_pass):
             groups += 1
             runs += g.run is not None
             arts += len(g.artifacts)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from governance.model.types import (
@@ -61,6 +61,9 @@ class Context:
     read_meta: MetaReader | None
     index: Mapping[str, CatalogObject]
     trackers: Mapping[str, CatalogObject]
+    _texts: dict[int, tuple[CatalogObject, str]] = field(default_factory=dict, repr=False)
+    """`read_text` answers by object (many checkpoints consult one `latest`); misses are
+    not kept, so a passing read failure is retried as before."""
 
     def lookup(self, key: str) -> CatalogObject | None:
         """An object by key: from this group, else from the trackers seen in pass one."""
@@ -90,13 +93,20 @@ class Context:
 
     def read_text(self, obj: CatalogObject | None) -> str | None:
         """Stripped text of a small object (`latest`, tracker files), or None."""
+        if obj is None:
+            return None
+        hit = self._texts.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
         data = self.read(obj)
         if data is None:
             return None
         try:
-            return data.decode("utf-8").strip()
+            text = data.decode("utf-8").strip()
         except UnicodeDecodeError:
             return None
+        self._texts[id(obj)] = (obj, text)
+        return text
 
 
 class Detector:
@@ -110,6 +120,11 @@ class Detector:
     """True when a key may claim a folder *above* its own path's first telling segment
     (Orbax: an item file names its step folder). Keys inside a folder already claimed are
     only shown to these detectors: for the others the answer is already known."""
+    needles: tuple[str, ...] | None = None
+    """Substrings one of which is in every key `claim` answers for ('/' only as a needle's
+    first or last character), or None: ask about every key (see `model.dispatch`)."""
+    suffixes: tuple[str, ...] = ()
+    """Endings that also make a key worth asking about ('/' only as the first character)."""
 
     def claim(self, key: str) -> Claim | None:
         """The unit this key belongs to, or None when it is not this layout's."""

@@ -98,6 +98,8 @@ class LogDetector(Detector):
 
     layout = "log"
     kind = Kind.LOG
+    needles = ("wandb/", "events.out.tfevents.", "slurm-")
+    suffixes = (".log", ".log.gz", "metrics.csv", ".txt", ".jsonl", ".jsonl.gz")
 
     def claim(self, key: str) -> Claim | None:
         if "wandb/" in key:
@@ -133,6 +135,7 @@ class EvalDetector(Detector):
 
     layout = "eval"
     kind = Kind.EVAL
+    needles = ("eval", "test_results", "predictions")
 
     def claim(self, key: str) -> Claim | None:
         if "eval" in key:
@@ -164,6 +167,8 @@ class DatasetDetector(Detector):
 
     layout = "dataset"
     kind = Kind.DATASET
+    needles = (".mds", ".tfrecord-")
+    suffixes = ("dataset_info.json", "dataset_dict.json", *_DATASET_SUFFIXES)
 
     def claim(self, key: str) -> Claim | None:
         base = basename(key)
@@ -192,6 +197,8 @@ class WeightsDetector(Detector):
 
     layout = "weights"
     kind = Kind.WEIGHTS
+    needles = ()
+    suffixes = (".safetensors", ".index.json", ".bin", *sorted(_COMPANIONS), *_SINGLE_WEIGHTS)
 
     def claim(self, key: str) -> Claim | None:
         base = basename(key)

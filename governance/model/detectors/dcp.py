@@ -33,6 +33,8 @@ class DCPDetector(Detector):
     layout = "dcp"
     kind = Kind.CHECKPOINT
     defines_runs = True
+    needles = ()
+    suffixes = (".distcp", "/.metadata")
 
     def claim(self, key: str) -> Claim | None:
         if key.endswith(".distcp") or key.endswith("/.metadata"):

@@ -91,6 +91,8 @@ class DeepSpeedDetector(Detector):
     layout = "deepspeed"
     kind = Kind.CHECKPOINT
     defines_runs = True
+    needles = ("global_step",)
+    suffixes = ("_states.pt", *sorted(TRACKERS))
 
     def claim(self, key: str) -> Claim | None:
         if "global_step" in key:

@@ -106,6 +106,7 @@ class HFDetector(Detector):
     layout = "hf"
     kind = Kind.CHECKPOINT
     defines_runs = True
+    needles = ("checkpoint-",)
 
     def claim(self, key: str) -> Claim | None:
         if "checkpoint-" not in key:

@@ -32,6 +32,7 @@ class LightningDetector(Detector):
     layout = "lightning"
     kind = Kind.CHECKPOINT
     defines_runs = True
+    needles = (".ckpt",)
 
     def claim(self, key: str) -> Claim | None:
         if ".ckpt" not in key:

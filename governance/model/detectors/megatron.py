@@ -61,6 +61,8 @@ class MegatronDetector(Detector):
     layout = "megatron"
     kind = Kind.CHECKPOINT
     defines_runs = True
+    needles = ("iter_", "release/")
+    suffixes = (TRACKER,)
 
     def claim(self, key: str) -> Claim | None:
         if "iter_" in key:

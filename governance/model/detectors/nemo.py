@@ -48,6 +48,8 @@ class NeMoDetector(Detector):
     layout = "nemo"
     kind = Kind.CHECKPOINT
     defines_runs = True
+    needles = ("/weights/", "/context/")
+    suffixes = (".nemo",)
 
     def claim(self, key: str) -> Claim | None:
         if key.endswith(".nemo"):

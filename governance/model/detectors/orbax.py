@@ -58,6 +58,8 @@ class OrbaxDetector(Detector):
     kind = Kind.CHECKPOINT
     defines_runs = True
     looks_up = True
+    needles = ("/ocdbt.process_",)
+    suffixes = _TELLING
 
     def claim(self, key: str) -> Claim | None:
         if not key.endswith(_TELLING) and "/ocdbt.process_" not in key:

@@ -31,6 +31,8 @@ class ResidueDetector(Detector):
 
     layout = "residue"
     kind = Kind.RESIDUE
+    needles = (ORBAX_TMP, "tmp-checkpoint-")
+    suffixes = TMP_SUFFIXES
 
     def claim(self, key: str) -> Claim | None:
         if ORBAX_TMP in key:
