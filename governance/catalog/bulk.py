@@ -109,31 +109,39 @@ def _distinct(conn: Connection, a: str, b: str) -> str:
 def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int, int]:
     """Fold the staged listing into `objects`; returns (new, changed, gone).
 
-    Unchanged rows are not written. A row that vanished is marked gone in this scan; one
-    that comes back is revived in place (its key is unique per root).
+    One upsert pass writes new and changed rows (unchanged rows are not written; a row
+    that comes back is revived in place, its key being unique per root), one anti-join
+    marks the vanished ones gone in this scan.
     """
     params = {"root": root_id, "scan": scan_id}
     differs = " OR ".join(
         [
-            "o.size <> s.size",
-            "o.etag <> s.etag",
-            "o.last_modified <> s.last_modified",
-            _distinct(conn, "o.storage_class", "s.storage_class"),
-            _distinct(conn, "o.version_id", "s.version_id"),
-            "o.gone_scan_id IS NOT NULL",
+            "objects.size <> excluded.size",
+            "objects.etag <> excluded.etag",
+            "objects.last_modified <> excluded.last_modified",
+            _distinct(conn, "objects.storage_class", "excluded.storage_class"),
+            _distinct(conn, "objects.version_id", "excluded.version_id"),
+            "objects.gone_scan_id IS NOT NULL",
         ]
     )
-    changed = conn.execute(
+    count = text("SELECT count(*) FROM objects WHERE root_id = :root")
+    rows_before = conn.execute(count, params).scalar_one()
+    written = conn.execute(
         text(
-            "UPDATE objects AS o SET size = s.size, etag = s.etag, "
-            "last_modified = s.last_modified, storage_class = s.storage_class, "
-            "version_id = s.version_id, checksum_algorithm = s.checksum_algorithm, "
-            "changed_scan_id = :scan, gone_scan_id = NULL "
-            "FROM scan_stage AS s "
-            f"WHERE o.root_id = :root AND o.key = s.key AND o.upload_id = s.upload_id AND ({differs})"
+            "INSERT INTO objects (root_id, key, upload_id, size, etag, last_modified, "
+            "storage_class, version_id, checksum_algorithm, first_scan_id, changed_scan_id) "
+            "SELECT :root, s.key, s.upload_id, s.size, s.etag, s.last_modified, "
+            "s.storage_class, s.version_id, s.checksum_algorithm, :scan, :scan "
+            "FROM scan_stage AS s WHERE true "  # `WHERE true`: SQLite's upsert-after-SELECT rule
+            "ON CONFLICT (root_id, key, upload_id) DO UPDATE SET size = excluded.size, "
+            "etag = excluded.etag, last_modified = excluded.last_modified, "
+            "storage_class = excluded.storage_class, version_id = excluded.version_id, "
+            "checksum_algorithm = excluded.checksum_algorithm, changed_scan_id = :scan, "
+            f"gone_scan_id = NULL WHERE {differs}"
         ),
         params,
     ).rowcount
+    new = conn.execute(count, params).scalar_one() - rows_before
     gone = conn.execute(
         text(
             "UPDATE objects SET gone_scan_id = :scan "
@@ -143,19 +151,7 @@ def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int,
         ),
         params,
     ).rowcount
-    new = conn.execute(
-        text(
-            "INSERT INTO objects (root_id, key, upload_id, size, etag, last_modified, "
-            "storage_class, version_id, checksum_algorithm, first_scan_id, changed_scan_id) "
-            "SELECT :root, s.key, s.upload_id, s.size, s.etag, s.last_modified, "
-            "s.storage_class, s.version_id, s.checksum_algorithm, :scan, :scan "
-            "FROM scan_stage AS s WHERE NOT EXISTS ("
-            "SELECT 1 FROM objects AS o "
-            "WHERE o.root_id = :root AND o.key = s.key AND o.upload_id = s.upload_id)"
-        ),
-        params,
-    ).rowcount
-    return new, changed, gone
+    return new, written - new, gone
 
 
 def drop_stage(conn: Connection) -> None:

@@ -18,6 +18,9 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
+    # Larger pages: fewer B-tree splits for millions of object rows (only takes effect
+    # when the file is created; a no-op on an existing catalog).
+    cur.execute("PRAGMA page_size=16384")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")

@@ -80,8 +80,9 @@ class StoredObject(SQLModel, table=True):
 
     __tablename__ = "objects"
     __table_args__ = (
+        # The one index: every query of objects goes by root and key; a second index
+        # would cost a B-tree insert per listed object for no query that needs it.
         Index("ix_objects_root_key", "root_id", "key", "upload_id", unique=True),
-        Index("ix_objects_root_gone", "root_id", "gone_scan_id"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -59,7 +59,6 @@ def upgrade() -> None:
         sa.Column("gone_scan_id", sa.Integer(), nullable=True),
     )
     op.create_index("ix_objects_root_key", "objects", ["root_id", "key", "upload_id"], unique=True)
-    op.create_index("ix_objects_root_gone", "objects", ["root_id", "gone_scan_id"])
 
 
 def downgrade() -> None:
