@@ -15,7 +15,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow, us_from_datetime
-from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind
+from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind, MetaReader
 from governance.storage.base import Store
 
 _A = ArtifactRow.__table__  # type: ignore[attr-defined]
@@ -200,6 +200,27 @@ def _flush(conn: Connection, runs: list[dict[str, Any]], arts: list[dict[str, An
         conn.execute(_A.insert(), arts)
 
 
+def classify_stream(
+    engine: Engine, root_id: int, options: ClassifyOptions, reader: MetaReader | None
+) -> Iterator[Group]:
+    """A root's classification streamed from the catalog: pass one reads keys alone (and
+    fetches the few tracker files it found), pass two streams full objects in key order."""
+    from functools import partial
+
+    from governance.catalog.queries import iter_live_keys, iter_live_objects, live_objects_by_key
+    from governance.model.classify import classify, find_runs_by_keys
+
+    first_pass = partial(
+        find_runs_by_keys,
+        iter_live_keys(engine, root_id),
+        options,
+        partial(live_objects_by_key, engine, root_id),
+    )
+    return classify(
+        partial(iter_live_objects, engine, root_id), options, reader, first_pass=first_pass
+    )
+
+
 def classify_root(
     engine: Engine,
     store: Store | None,
@@ -209,13 +230,11 @@ def classify_root(
     options: ClassifyOptions,
 ) -> ModelSummary:
     """Classify a root's live objects and replace its runs and artifacts in one transaction."""
-    from governance.catalog.queries import iter_live_objects
-    from governance.model.classify import classify
-
     with engine.begin() as conn:
         reader = CachedMetaReader(conn, root_id, store, options.metadata_max_bytes)
-        groups = classify(lambda: iter_live_objects(engine, root_id), options, reader)
-        return replace_model(conn, groups, root_url, root_id, scan_id)
+        return replace_model(
+            conn, classify_stream(engine, root_id, options, reader), root_url, root_id, scan_id
+        )
 
 
 def options_to_json(options: ClassifyOptions) -> dict[str, Any]:

@@ -12,20 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import partial
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from governance.catalog.derived import CachedMetaReader, refresh_metadata
+from governance.catalog.derived import CachedMetaReader, classify_stream, refresh_metadata
 from governance.catalog.plans import new_plan_id, save_plan
-from governance.catalog.queries import iter_live_keys, iter_live_objects, live_objects_by_key
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.catalog.tables import StoredObject
 from governance.errors import ArgumentError
-from governance.model.classify import classify, find_runs_by_keys
 from governance.plan.build import RootSnapshot, build_plan
 from governance.storage import normalize_url
 
@@ -86,16 +83,7 @@ def root_snapshots(
             engine, root.id, url, {k: v for k, v in connection.items() if v}, store=store
         )
         reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
-        # Pass one reads keys alone, then fetches the few tracker files it found.
-        first_pass = partial(
-            find_runs_by_keys,
-            iter_live_keys(engine, root.id),
-            options,
-            partial(live_objects_by_key, engine, root.id),
-        )
-        groups = classify(
-            partial(iter_live_objects, engine, root.id), options, reader, first_pass=first_pass
-        )
+        groups = classify_stream(engine, root.id, options, reader)
         snapshots.append(
             RootSnapshot(
                 url=url,
