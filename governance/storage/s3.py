@@ -204,13 +204,12 @@ class S3Store:
             quiet = not self.versioning_enabled()
         except StorageError as exc:
             return [KeyResult(k, False, error=str(exc)) for k in keys]
-        results: list[KeyResult] = []
-        fatal: StorageError | None = None
-        for start in range(0, len(keys), DELETE_BATCH):
-            batch = keys[start : start + DELETE_BATCH]
-            if fatal is not None:
-                results += [KeyResult(k, False, error=f"not attempted: {fatal}") for k in batch]
-                continue
+        batches = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
+        fatal: list[StorageError] = []  # set by the first credentials/endpoint/bucket failure
+
+        def run(batch: Sequence[str]) -> list[KeyResult]:
+            if fatal:
+                return [KeyResult(k, False, error=f"not attempted: {fatal[0]}") for k in batch]
             try:
                 response = self._client.delete_objects(
                     Bucket=self.bucket,
@@ -218,23 +217,35 @@ class S3Store:
                 )
             except Exception as exc:
                 error = translate(self.url, exc)
-                fatal = error if isinstance(error, _FATAL) else None
-                results += [KeyResult(k, False, error=str(error)) for k in batch]
-                continue
-            errors = {
-                e.get("Key", ""): f"{e.get('Code', 'Error')}: {e.get('Message', '')}".rstrip(": ")
-                for e in response.get("Errors", ())
-            }
-            markers = {
-                d.get("Key", ""): d.get("DeleteMarkerVersionId")
-                for d in response.get("Deleted", ())
-            }
-            for k in batch:
-                full = self.prefix + k
-                if full in errors:
-                    results.append(KeyResult(k, False, error=errors[full]))
-                else:
-                    results.append(KeyResult(k, True, version_id=markers.get(full)))
+                if isinstance(error, _FATAL):
+                    fatal.append(error)
+                return [KeyResult(k, False, error=str(error)) for k in batch]
+            return self._delete_results(batch, response)
+
+        if len(batches) <= 1:
+            return [r for batch in batches for r in run(batch)]
+        # Batches in flight together, as the best S3 tools do; results stay in key order.
+        with ThreadPoolExecutor(max_workers=min(len(batches), self._concurrency, 8)) as pool:
+            return [r for chunk in pool.map(run, batches) for r in chunk]
+
+    def _delete_results(
+        self, batch: Sequence[str], response: Mapping[str, Any]
+    ) -> builtins.list[KeyResult]:
+        """Per-key outcomes of one DeleteObjects response."""
+        errors = {
+            e.get("Key", ""): f"{e.get('Code', 'Error')}: {e.get('Message', '')}".rstrip(": ")
+            for e in response.get("Errors", ())
+        }
+        markers = {
+            d.get("Key", ""): d.get("DeleteMarkerVersionId") for d in response.get("Deleted", ())
+        }
+        results: list[KeyResult] = []
+        for k in batch:
+            full = self.prefix + k
+            if full in errors:
+                results.append(KeyResult(k, False, error=errors[full]))
+            else:
+                results.append(KeyResult(k, True, version_id=markers.get(full)))
         return results
 
     def copy(

@@ -322,7 +322,7 @@ def test_delete_in_batches_with_per_key_errors(
     request = ["protected/1", *keys[:2100], "never-existed"]
     results = store.delete(request)
     assert [r.key for r in results] == request
-    assert batch_sizes == [1000, 1000, 102]
+    assert sorted(batch_sizes, reverse=True) == [1000, 1000, 102]  # batches run in parallel
     failed = {r.key: r.error for r in results if not r.ok}
     assert failed == {"protected/1": "AccessDenied: Access Denied"}
     remaining = {o.key for o in store.list()}
