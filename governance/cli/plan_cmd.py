@@ -117,7 +117,9 @@ def plan(
         _write_report(made, out_fmt, out_path)
         _info(app, f"wrote {out_fmt} report to {out_path}")
     if made.status is PlanStatus.REFUSED or made.refusal:
-        click.echo(f"plan {made.plan_id} refused: {made.refusal or 'over a safety limit'}", err=True)
+        click.echo(
+            f"plan {made.plan_id} refused: {made.refusal or 'over a safety limit'}", err=True
+        )
         raise click.exceptions.Exit(EXIT_REFUSED)
 
 

@@ -139,7 +139,9 @@ class Plan:
     kept: list[KeptArtifact]
     summary: PlanSummary
     refusal: str | None = None  # which safety limit, by how much
-    notes: list[str] = field(default_factory=list)  # e.g. transitions not applicable on a filesystem
+    notes: list[str] = field(
+        default_factory=list
+    )  # e.g. transitions not applicable on a filesystem
     controls: dict[str, Any] = field(default_factory=dict)
     """The policy's `approval` and `apply` blocks as JSON, frozen at plan time: who may
     approve and how deletes are carried out cannot change after the plan is reviewed."""

@@ -1,7 +1,7 @@
 """Reports: one renderer per format, each a pure function of a Plan.
 
-    >>> render(plan, "md")  # doctest: +SKIP
-    '# Plan `p-20261130-021500-3f9a`...'
+>>> render(plan, "md")  # doctest: +SKIP
+'# Plan `p-20261130-021500-3f9a`...'
 """
 
 from __future__ import annotations

@@ -232,9 +232,7 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
             _add_state(c, _KEPT_STATE[KeptHow(k.how)], f"kept ({k.how}): {k.reason}")
     rows = []
     for (root, run), cells in sorted(found.items()):
-        ordered = sorted(
-            cells.values(), key=lambda c: (c.step is None, c.step or 0, c.uri)
-        )
+        ordered = sorted(cells.values(), key=lambda c: (c.step is None, c.step or 0, c.uri))
         for c in ordered:
             c.state = min(c.states, key=STATES.index) if c.states else "kept"
         rows.append(TimelineRow(root, run, ordered))

@@ -24,7 +24,9 @@ def _cell(value: object) -> str:
 def _table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
     right = right or set()
     lines = ["| " + " | ".join(header) + " |"]
-    lines.append("| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |")
+    lines.append(
+        "| " + " | ".join("---:" if i in right else "---" for i in range(len(header))) + " |"
+    )
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return lines
 

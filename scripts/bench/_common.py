@@ -195,9 +195,7 @@ def isolated_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     PYTHONPATH is prefixed with the repository root so that `govern` runs the working
     tree's code even if the editable install in .venv is stale.
     """
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOVERN_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOVERN_"))}
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
@@ -270,7 +268,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # werkzeug colours some request lines
 
 
 def request_kind(request_line: str) -> str:
-    """"GET /b?list-type=2&prefix=x HTTP/1.1" -> "GET ?list-type"; "HEAD /b/k ..." -> "HEAD".
+    """ "GET /b?list-type=2&prefix=x HTTP/1.1" -> "GET ?list-type"; "HEAD /b/k ..." -> "HEAD".
 
     A PUT with an x-amz-copy-source header (CopyObject) cannot be told from an upload by
     its request line; both are "PUT".
@@ -353,17 +351,30 @@ def ensure_awscli(explicit: str | None = None) -> str | None:
         BENCH_OUT.mkdir(exist_ok=True)
         subprocess.run(
             [sys.executable, "-m", "venv", "--clear", str(AWSCLI_VENV)],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         subprocess.run(
-            [str(AWSCLI_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet",
-             "--disable-pip-version-check", "awscli"],
-            check=True, capture_output=True, text=True,
+            [
+                str(AWSCLI_VENV / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "awscli",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         )
     except (OSError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
-        log(f"could not install the AWS CLI ({detail.strip().splitlines()[-1:]}): "
-            "the AWS CLI reference is unavailable")
+        log(
+            f"could not install the AWS CLI ({detail.strip().splitlines()[-1:]}): "
+            "the AWS CLI reference is unavailable"
+        )
         shutil.rmtree(AWSCLI_VENV, ignore_errors=True)
         return None
     return str(aws) if aws.exists() else None
@@ -412,7 +423,9 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_table(rows: Sequence[Row], title: str, notes: Sequence[str] = (), file: IO[str] | None = None) -> None:
+def print_table(
+    rows: Sequence[Row], title: str, notes: Sequence[str] = (), file: IO[str] | None = None
+) -> None:
     """A plain-text table (no dependencies): one line per row, then the notes."""
     out = file or sys.stdout
     header = ["", "seconds", "objects/s", "ratio", "peak RSS MB", "target", "met"]
@@ -432,7 +445,10 @@ def print_table(rows: Sequence[Row], title: str, notes: Sequence[str] = (), file
 
     def line(cells: Sequence[str]) -> str:
         first = cells[0].ljust(widths[0])
-        rest = (c.rjust(w) if i < 4 else c.ljust(w) for i, (c, w) in enumerate(zip(cells[1:], widths[1:], strict=True)))
+        rest = (
+            c.rjust(w) if i < 4 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells[1:], widths[1:], strict=True))
+        )
         return "  ".join([first, *rest]).rstrip()
 
     print(title, file=out)

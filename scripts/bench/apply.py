@@ -170,7 +170,9 @@ class Buckets:
                 put(bucket, key, BODY)
         listed = self.count(bucket)
         if listed != self.n + KEEP_OBJECTS:
-            raise RuntimeError(f"s3://{bucket}/ lists {listed:,} keys, expected {self.n + KEEP_OBJECTS:,}")
+            raise RuntimeError(
+                f"s3://{bucket}/ lists {listed:,} keys, expected {self.n + KEEP_OBJECTS:,}"
+            )
         return bucket
 
     def count(self, bucket: str, prefix: str = "") -> int:
@@ -234,9 +236,18 @@ def tool_path(explicit: str | None, name: str) -> str | None:
         return None
     log(f"installing {name} into {AWSCLI_VENV} (first use only)")
     done = subprocess.run(
-        [str(AWSCLI_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         "--disable-pip-version-check", name],
-        capture_output=True, text=True, check=False,
+        [
+            str(AWSCLI_VENV / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            name,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0 or not path.exists():
         log(f"could not install {name}: {done.stderr.strip().splitlines()[-1:]}")
@@ -259,15 +270,27 @@ class Bench:
 
     # -- measuring one command on one bucket --------------------------------------
 
-    def measure(self, argv: list[str], capture: bool = False) -> tuple[Measurement, int, Counter[str]]:
+    def measure(
+        self, argv: list[str], capture: bool = False
+    ) -> tuple[Measurement, int, Counter[str]]:
         before, kinds = self.server.requests, self.server.request_kinds()
         m = run_measured(argv, env=self.env, capture_stdout=capture)
         after = self.server.request_kinds()
         after.subtract(kinds)
         return m, self.server.requests - before, +after
 
-    def row(self, name: str, m: Measurement, requests: int, kinds: Counter[str], bucket: str,
-            quarantined: bool, ref: Row | None, target: str | None, extra_note: str = "") -> Row:
+    def row(
+        self,
+        name: str,
+        m: Measurement,
+        requests: int,
+        kinds: Counter[str],
+        bucket: str,
+        quarantined: bool,
+        ref: Row | None,
+        target: str | None,
+        extra_note: str = "",
+    ) -> Row:
         problem = None if m.ok else m.describe_failure()
         if problem is None:
             problem = self.buckets.verify(bucket, quarantined)
@@ -275,7 +298,9 @@ class Bench:
         note = f"{requests:,} requests: {shown}" if requests else "0 requests"
         if extra_note:
             note = f"{extra_note}; {note}"
-        ratio = m.seconds / ref.seconds if ref is not None and ref.seconds and problem is None else None
+        ratio = (
+            m.seconds / ref.seconds if ref is not None and ref.seconds and problem is None else None
+        )
         met: bool | None = None
         if target is not None:
             met = problem is None and ratio is not None and ratio <= RATIO_TARGET
@@ -285,9 +310,18 @@ class Bench:
             note = f"FAILED: {problem.splitlines()[0]}; {note}"
         elif target is not None and ratio is None:
             note += "; reference unavailable"
-        return Row(name, m.seconds, self.args.n, m.peak_rss_mb, ratio,
-                   ref.name if ref is not None and target else None, target, met, note,
-                   extra={"requests": requests, "request_kinds": dict(kinds), "ok": problem is None})
+        return Row(
+            name,
+            m.seconds,
+            self.args.n,
+            m.peak_rss_mb,
+            ratio,
+            ref.name if ref is not None and target else None,
+            target,
+            met,
+            note,
+            extra={"requests": requests, "request_kinds": dict(kinds), "ok": problem is None},
+        )
 
     # -- govern --------------------------------------------------------------------
 
@@ -301,12 +335,36 @@ class Bench:
         as_of = (datetime.now(UTC) + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
         with timed(f"govern scan + plan + approve on s3://{bucket}/ (untimed)"):
             self._must([*gov, "-q", "scan", "--policy", str(policy)])
-            planned = self._must([*gov, "-q", "--as", "planner", "plan", "--policy", str(policy),
-                                  "--no-scan", "--as-of", as_of, "--format", "json"])
+            planned = self._must(
+                [
+                    *gov,
+                    "-q",
+                    "--as",
+                    "planner",
+                    "plan",
+                    "--policy",
+                    str(policy),
+                    "--no-scan",
+                    "--as-of",
+                    as_of,
+                    "--format",
+                    "json",
+                ]
+            )
             plan_id = json.loads(planned)["plan_id"]
             self._must([*gov, "-q", "--as", "reviewer", "approve", plan_id, "--comment", "bench"])
-        argv = [*gov, "-q", "--as", "operator", "apply", plan_id, "--policy", str(policy),
-                "--format", "json"]
+        argv = [
+            *gov,
+            "-q",
+            "--as",
+            "operator",
+            "apply",
+            plan_id,
+            "--policy",
+            str(policy),
+            "--format",
+            "json",
+        ]
         if mode == "permanent":
             argv.append("--yes")
         return bucket, argv, plan_id
@@ -314,7 +372,9 @@ class Bench:
     def _must(self, argv: list[str]) -> str:
         done = subprocess.run(argv, env=self.env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"`{' '.join(argv)}` exited {done.returncode}: {done.stderr[-2000:]}")
+            raise RuntimeError(
+                f"`{' '.join(argv)}` exited {done.returncode}: {done.stderr[-2000:]}"
+            )
         return done.stdout
 
     def govern(self, mode: str, ref: Row | None) -> Row:
@@ -327,17 +387,28 @@ class Bench:
                 report = json.loads(m.stdout)
                 outcomes = Counter(r["outcome"] for r in report["results"])
                 note = f"{sum(outcomes.values()):,} actions " + "/".join(
-                    f"{v:,} {k}" for k, v in sorted(outcomes.items()))
+                    f"{v:,} {k}" for k, v in sorted(outcomes.items())
+                )
             except (ValueError, KeyError, TypeError):
                 note = "unreadable JSON report"
         target = f"<={RATIO_TARGET:g}x {ref.name.split(' (')[0] if ref else 's5cmd'}"
-        return self.row(f"{mode}: govern apply", m, requests, kinds, bucket,
-                        mode == "quarantine", ref, target, note)
+        return self.row(
+            f"{mode}: govern apply",
+            m,
+            requests,
+            kinds,
+            bucket,
+            mode == "quarantine",
+            ref,
+            target,
+            note,
+        )
 
     # -- references ----------------------------------------------------------------
 
-    def reference(self, name: str, label: str, argv_for: Callable[[str], list[str]],
-                  quarantined: bool) -> Row:
+    def reference(
+        self, name: str, label: str, argv_for: Callable[[str], list[str]], quarantined: bool
+    ) -> Row:
         bucket = self.buckets.fresh(label)
         log(f"timing {name}")
         m, requests, kinds = self.measure(argv_for(bucket))
@@ -347,24 +418,44 @@ class Bench:
         url = self.server.url
         ref: Row | None = None
         if s5cmd is not None:
-            ref = self.reference("permanent: s5cmd rm (reference)", "s5cmd-rm",
-                                 lambda b: [s5cmd, "--endpoint-url", url, "rm", f"s3://{b}/{RESIDUE}*"],
-                                 False)
+            ref = self.reference(
+                "permanent: s5cmd rm (reference)",
+                "s5cmd-rm",
+                lambda b: [s5cmd, "--endpoint-url", url, "rm", f"s3://{b}/{RESIDUE}*"],
+                False,
+            )
             if ref.extra.get("ok") is False:
                 ref.seconds = None
         rows = [self.govern("permanent", ref)]
         rows.append(ref or Row("permanent: s5cmd rm (reference)", None, note="s5cmd unavailable"))
-        run_aws = not self.args.skip_aws and (self.args.n <= AWS_DEFAULT_MAX_N or self.args.with_aws)
+        run_aws = not self.args.skip_aws and (
+            self.args.n <= AWS_DEFAULT_MAX_N or self.args.with_aws
+        )
         if aws is not None and run_aws:
             aws_row = self.reference(
-                "permanent: aws s3 rm --recursive", "aws-rm",
-                lambda b: [aws, "--endpoint-url", url, "s3", "rm", f"s3://{b}/{RESIDUE}", "--recursive",
-                           "--only-show-errors"], False)
+                "permanent: aws s3 rm --recursive",
+                "aws-rm",
+                lambda b: [
+                    aws,
+                    "--endpoint-url",
+                    url,
+                    "s3",
+                    "rm",
+                    f"s3://{b}/{RESIDUE}",
+                    "--recursive",
+                    "--only-show-errors",
+                ],
+                False,
+            )
             if ref is not None and ref.seconds and aws_row.seconds:
                 aws_row.ratio = aws_row.seconds / ref.seconds
             rows.append(aws_row)
         elif not run_aws:
-            why = "--skip-aws" if self.args.skip_aws else f"N > {AWS_DEFAULT_MAX_N:,} (--with-aws runs it)"
+            why = (
+                "--skip-aws"
+                if self.args.skip_aws
+                else f"N > {AWS_DEFAULT_MAX_N:,} (--with-aws runs it)"
+            )
             rows.append(Row("permanent: aws s3 rm --recursive", None, note=f"skipped: {why}"))
         else:
             rows.append(Row("permanent: aws s3 rm --recursive", None, note="AWS CLI unavailable"))
@@ -375,9 +466,18 @@ class Bench:
         ref: Row | None = None
         if s5cmd is not None:
             ref = self.reference(
-                "quarantine: s5cmd mv (reference)", "s5cmd-mv",
-                lambda b: [s5cmd, "--endpoint-url", url, "mv", f"s3://{b}/{RESIDUE}*",
-                           f"s3://{b}/{QUARANTINE}"], True)
+                "quarantine: s5cmd mv (reference)",
+                "s5cmd-mv",
+                lambda b: [
+                    s5cmd,
+                    "--endpoint-url",
+                    url,
+                    "mv",
+                    f"s3://{b}/{RESIDUE}*",
+                    f"s3://{b}/{QUARANTINE}",
+                ],
+                True,
+            )
             if ref.extra.get("ok") is False:
                 ref.seconds = None
         self.rows += [
@@ -398,17 +498,25 @@ class Bench:
         if not os.path.exists(python):
             python = sys.executable
         log(f"profiling govern apply {plan_id} ({mode}) into {out}")
-        m, requests, kinds = self.measure([python, "-m", "cProfile", "-o", str(out), *argv],
-                                          capture=True)
-        problem = m.describe_failure() if not m.ok else self.buckets.verify(bucket, mode == "quarantine")
+        m, requests, kinds = self.measure(
+            [python, "-m", "cProfile", "-o", str(out), *argv], capture=True
+        )
+        problem = (
+            m.describe_failure() if not m.ok else self.buckets.verify(bucket, mode == "quarantine")
+        )
         err = sys.stderr
-        print(f"\n=== cProfile of govern apply, {mode}, N={self.args.n:,}: {m.seconds:.2f} s "
-              f"under the profiler, {requests:,} requests ({dict(kinds.most_common())})"
-              + (f"; PROBLEM: {problem}" if problem else ""), file=err)
+        print(
+            f"\n=== cProfile of govern apply, {mode}, N={self.args.n:,}: {m.seconds:.2f} s "
+            f"under the profiler, {requests:,} requests ({dict(kinds.most_common())})"
+            + (f"; PROBLEM: {problem}" if problem else ""),
+            file=err,
+        )
         if not out.exists():
             return
         stats = pstats.Stats(str(out), stream=err)
-        stats.sort_stats("cumulative").print_stats(r"governance|sqlalchemy|botocore/endpoint|concurrent", 40)
+        stats.sort_stats("cumulative").print_stats(
+            r"governance|sqlalchemy|botocore/endpoint|concurrent", 40
+        )
         stats.sort_stats("tottime").print_stats(20)
 
 
@@ -416,23 +524,47 @@ class Bench:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Time `govern apply` against s5cmd rm/mv and aws s3 rm.")
-    p.add_argument("--n", type=int, default=20_000, help="residue objects to delete (default %(default)s)")
-    p.add_argument("--layout", choices=("files", "staging"), default="files",
-                   help="files: one .tmp object per action; staging: Orbax staging folders of "
-                        f"{PARTS_PER_FOLDER} objects per action (default %(default)s)")
-    p.add_argument("--concurrency", type=int, default=None,
-                   help="govern's concurrency (policy apply.concurrency and GOVERN_CONCURRENCY)")
+    p = argparse.ArgumentParser(
+        description="Time `govern apply` against s5cmd rm/mv and aws s3 rm."
+    )
+    p.add_argument(
+        "--n", type=int, default=20_000, help="residue objects to delete (default %(default)s)"
+    )
+    p.add_argument(
+        "--layout",
+        choices=("files", "staging"),
+        default="files",
+        help="files: one .tmp object per action; staging: Orbax staging folders of "
+        f"{PARTS_PER_FOLDER} objects per action (default %(default)s)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="govern's concurrency (policy apply.concurrency and GOVERN_CONCURRENCY)",
+    )
     p.add_argument("--mode", choices=("both", "permanent", "quarantine"), default="both")
-    p.add_argument("--skip-aws", action="store_true", help="never run the (slow) aws s3 rm reference")
-    p.add_argument("--with-aws", action="store_true",
-                   help=f"run aws s3 rm even when N > {AWS_DEFAULT_MAX_N:,}")
-    p.add_argument("--profile", action="store_true",
-                   help="afterwards, cProfile a govern apply per mode (to stderr and bench-out/apply/)")
+    p.add_argument(
+        "--skip-aws", action="store_true", help="never run the (slow) aws s3 rm reference"
+    )
+    p.add_argument(
+        "--with-aws", action="store_true", help=f"run aws s3 rm even when N > {AWS_DEFAULT_MAX_N:,}"
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="afterwards, cProfile a govern apply per mode (to stderr and bench-out/apply/)",
+    )
     p.add_argument("--govern", default=str(VENV_BIN / "govern"), help="the govern executable")
-    p.add_argument("--aws", default=None, help="an existing aws CLI (default: bench-out/awscli-venv)")
-    p.add_argument("--s5cmd", default=None, help="an existing s5cmd (default: bench-out/awscli-venv)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    p.add_argument(
+        "--aws", default=None, help="an existing aws CLI (default: bench-out/awscli-venv)"
+    )
+    p.add_argument(
+        "--s5cmd", default=None, help="an existing s5cmd (default: bench-out/awscli-venv)"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the figures as JSON instead of a table"
+    )
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("--n must be at least 1")
@@ -461,8 +593,11 @@ def main(argv: list[str] | None = None) -> int:
 
     bench.notes += [
         f"N={args.n:,} residue objects ({args.layout} layout: "
-        + (f"{args.n:,} one-object actions" if args.layout == "files"
-           else f"{-(-args.n // PARTS_PER_FOLDER):,} folder actions of {PARTS_PER_FOLDER}")
+        + (
+            f"{args.n:,} one-object actions"
+            if args.layout == "files"
+            else f"{-(-args.n // PARTS_PER_FOLDER):,} folder actions of {PARTS_PER_FOLDER}"
+        )
         + f") + {KEEP_OBJECTS} keep/ objects per bucket, one fresh bucket per run; "
         "checked after each run: residue/ empty, keep/ intact, quarantine holds N",
         "govern apply timed alone (scan, plan, approve untimed); it includes start-up, the "
@@ -479,7 +614,11 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": args.concurrency,
         "rss_method": rss_method(),
         "targets": {"ratio_max": RATIO_TARGET},
-        "host": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "host": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "failures": bench.failures,
     }

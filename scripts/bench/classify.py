@@ -105,7 +105,10 @@ def _hf_checkpoint(step: int, deepspeed: bool, peft: bool) -> list[tuple[str, in
             (d + "zero_to_fp32.py", 30_000),
             (g + "mp_rank_00_model_states.pt", 1_000_000),
         ]
-        files += [(g + f"bf16_zero_pp_rank_{r}_mp_rank_00_optim_states.pt", 3_000_000_000) for r in range(4)]
+        files += [
+            (g + f"bf16_zero_pp_rank_{r}_mp_rank_00_optim_states.pt", 3_000_000_000)
+            for r in range(4)
+        ]
     else:
         files += [
             (d + "config.json", 700),
@@ -130,7 +133,12 @@ def _deepspeed_tag(step: int) -> list[tuple[str, int]]:
 
 
 def _lightning_ckpt(step: int, epoch: int) -> list[tuple[str, int]]:
-    return [(f"checkpoints/epoch={epoch}-step={step}-val_loss={2.5 - step / 1e5:.3f}.ckpt", 6_000_000_000)]
+    return [
+        (
+            f"checkpoints/epoch={epoch}-step={step}-val_loss={2.5 - step / 1e5:.3f}.ckpt",
+            6_000_000_000,
+        )
+    ]
 
 
 def _run_files(i: int, count: int) -> list[tuple[str, int]]:
@@ -187,14 +195,18 @@ def _run_files(i: int, count: int) -> list[tuple[str, int]]:
         files.append(("checkpoint.tmp", 123))
     n = 0
     while len(files) < count:  # pad with per-rank logs and eval outputs
-        files.append((f"logs/rank-{n:03d}.log" if n % 2 else f"eval/predictions_{n:03d}.jsonl", 10_000))
+        files.append(
+            (f"logs/rank-{n:03d}.log" if n % 2 else f"eval/predictions_{n:03d}.jsonl", 10_000)
+        )
         n += 1
     return files[:count]
 
 
 def _dataset_files(team: int, count: int) -> list[tuple[str, int]]:
     out = [("datasets/corpus-v1/dataset_info.json", 2_000), ("datasets/corpus-v1/state.json", 500)]
-    out += [(f"datasets/corpus-v1/data-{k:05d}-of-99999.arrow", 500_000_000) for k in range(count // 2)]
+    out += [
+        (f"datasets/corpus-v1/data-{k:05d}-of-99999.arrow", 500_000_000) for k in range(count // 2)
+    ]
     out += [(f"datasets/raw/train-{k:05d}.parquet", 200_000_000) for k in range(count - len(out))]
     return out[:count]
 
@@ -305,7 +317,9 @@ def ensure_catalog(n: int, runs: int) -> Path:
     engine.dispose()
     if written != n:
         raise SystemExit(f"generator wrote {written} objects, not {n}")
-    log(f"built {path.relative_to(REPO_ROOT)}: {n:,} objects in {time.perf_counter() - start:.1f} s")
+    log(
+        f"built {path.relative_to(REPO_ROOT)}: {n:,} objects in {time.perf_counter() - start:.1f} s"
+    )
     return path
 
 
@@ -344,7 +358,10 @@ def run_phase(phase: str, path: Path, templates: bool) -> dict[str, Any]:
     source: Callable[[], Any] = objects
 
     keys: Callable[[], Iterable[str]] = lambda: iter_live_keys(engine, root_id)  # noqa: E731
-    fetch: Callable[[list[str]], Iterable[Any]] = lambda ks: live_objects_by_key(engine, root_id, ks)  # noqa: E731
+
+    def fetch(ks: list[str]) -> Iterable[Any]:
+        return live_objects_by_key(engine, root_id, ks)
+
     if phase == "cpu":
         preloaded = list(objects())
         by_key = {o.key: o for o in preloaded}
@@ -377,7 +394,9 @@ def run_phase(phase: str, path: Path, templates: bool) -> dict[str, Any]:
         out.update(objects=objs, groups=groups, runs=runs, artifacts=arts, largest_group=largest)
     elif phase == "classify_root":
         scan = last_complete_scan(engine, root_id)
-        summary = classify_root(engine, None, root_id, ROOT_URL, scan.id if scan and scan.id else 1, options)
+        summary = classify_root(
+            engine, None, root_id, ROOT_URL, scan.id if scan and scan.id else 1, options
+        )
         out.update(
             objects=_live_count(engine, root_id),
             runs=summary.runs,
@@ -442,12 +461,20 @@ def _best(phase: str, args: argparse.Namespace, path: Path) -> tuple[dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=1_000_000, help="objects in the catalog (default 1,000,000)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--n", type=int, default=1_000_000, help="objects in the catalog (default 1,000,000)"
+    )
     p.add_argument("--runs", type=int, default=10_000, help="runs among them (default 10,000)")
-    p.add_argument("--repeat", type=int, default=1, help="run each phase R times, report the fastest")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="run each phase R times, report the fastest"
+    )
     p.add_argument("--skip-root", action="store_true", help="skip the classify_root phase")
-    p.add_argument("--cpu", action="store_true", help="also time classification of preloaded objects")
+    p.add_argument(
+        "--cpu", action="store_true", help="also time classification of preloaded objects"
+    )
     p.add_argument(
         "--no-templates",
         dest="templates",
@@ -487,7 +514,13 @@ def main(argv: list[str] | None = None) -> int:
     ratio = cls["seconds"] / read["seconds"]
     cpu_ratio = cls["cpu_seconds"] / read["cpu_seconds"]
     rows = [
-        Row("read (iter_live_objects)", read["seconds"], read["objects"], read_rss / 1024, reference=None),
+        Row(
+            "read (iter_live_objects)",
+            read["seconds"],
+            read["objects"],
+            read_rss / 1024,
+            reference=None,
+        ),
         Row(
             "classify (2 passes)",
             cls["seconds"],

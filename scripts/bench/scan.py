@@ -114,7 +114,10 @@ def ml_layout() -> Iterator[tuple[str, bytes]]:
             step = ck * 500
             for name, content in CHECKPOINT_FILES:
                 yield f"{run_dir}/checkpoint-{step}/{name}", content
-            yield f"{run_dir}/logs/events.out.tfevents.{1_700_000_000 + run * 1000 + ck}.node-{ck % 8}.{ck}", b""
+            yield (
+                f"{run_dir}/logs/events.out.tfevents.{1_700_000_000 + run * 1000 + ck}.node-{ck % 8}.{ck}",
+                b"",
+            )
         for split in ("validation", "test"):
             yield f"{run_dir}/eval/{split}_results.json", b"{}\n"
         dataset = f"datasets/corpus-v{run // RUNS_PER_DATASET}"
@@ -204,6 +207,7 @@ def fill_bucket(endpoint: str, m: int, method: str = "auto", workers: int = 16) 
             for key, body in items:
                 direct(key, body)
         else:
+
             def put(item: tuple[str, bytes]) -> None:
                 client.put_object(Bucket=BUCKET, Key=item[0], Body=item[1])
 
@@ -290,8 +294,15 @@ class Bench:
             argv += ["--concurrency", str(self.args.concurrency)]
         return run_measured(argv, env=env, capture_stdout=True)
 
-    def govern_row(self, name: str, runs: list[Measurement], expected: int,
-                   ref: Row | None, ratio_target: float, ref_name: str) -> Row:
+    def govern_row(
+        self,
+        name: str,
+        runs: list[Measurement],
+        expected: int,
+        ref: Row | None,
+        ratio_target: float,
+        ref_name: str,
+    ) -> Row:
         """A row for a govern command: checks its JSON output, computes ratio and target."""
         best = Best(runs)
         failed = best.failed
@@ -299,8 +310,15 @@ class Bench:
         if failed is not None:
             self.failures.append(f"{name}: {failed.describe_failure()}")
             log(f"{name} FAILED: {failed.describe_failure()}")
-            return Row(name, failed.seconds, None, failed.peak_rss_mb, target=target,
-                       target_met=False, note="FAILED")
+            return Row(
+                name,
+                failed.seconds,
+                None,
+                failed.peak_rss_mb,
+                target=target,
+                target_met=False,
+                note="FAILED",
+            )
         scan = _parse_scan_json(best.fastest.stdout)
         objects = scan.get("objects")
         inner = scan.get("seconds")
@@ -322,8 +340,18 @@ class Bench:
         if ratio is None:
             note = (note + "; " if note else "") + "reference unavailable"
         extra = {k: scan.get(k) for k in ("objects", "new", "changed", "gone", "seconds", "status")}
-        return Row(name, best.seconds, expected, best.peak_rss_mb, ratio, ref_name, target, met,
-                   note, extra={"govern": extra, "runs": len(runs)})
+        return Row(
+            name,
+            best.seconds,
+            expected,
+            best.peak_rss_mb,
+            ratio,
+            ref_name,
+            target,
+            met,
+            note,
+            extra={"govern": extra, "runs": len(runs)},
+        )
 
     # ----------------------------------------------------------------------- local
 
@@ -363,7 +391,9 @@ class Bench:
                 if not rescan[-1].ok:
                     break
         if rescan:
-            rescan_row = self.govern_row("local re-scan", rescan, n, ref, LOCAL_RATIO_TARGET, "find")
+            rescan_row = self.govern_row(
+                "local re-scan", rescan, n, ref, LOCAL_RATIO_TARGET, "find"
+            )
             seen = rescan_row.extra.get("govern", {})
             drift = sum(seen.get(k) or 0 for k in ("new", "changed", "gone"))
             if drift:
@@ -389,16 +419,32 @@ class Bench:
             unavailable = Row("aws s3api (reference)", None, note="AWS CLI unavailable")
             if aws is not None:
                 log("timing aws s3api list-objects-v2")
-                argv = [aws, "s3api", "list-objects-v2", "--bucket", BUCKET, "--endpoint-url", server.url]
+                argv = [
+                    aws,
+                    "s3api",
+                    "list-objects-v2",
+                    "--bucket",
+                    BUCKET,
+                    "--endpoint-url",
+                    server.url,
+                ]
                 before = server.requests
                 listed = self.repeat(argv, env)
                 requests = (server.requests - before) // len(listed.runs)
                 if listed.failed is not None:
-                    log(f"aws s3api failed, reference unavailable: {listed.failed.describe_failure()}")
+                    log(
+                        f"aws s3api failed, reference unavailable: {listed.failed.describe_failure()}"
+                    )
                     unavailable.note = "aws s3api failed: reference unavailable"
                 else:
-                    ref = Row("aws s3api (reference)", listed.seconds, m, listed.peak_rss_mb,
-                              note=f"{requests:,} requests", extra={"requests": requests})
+                    ref = Row(
+                        "aws s3api (reference)",
+                        listed.seconds,
+                        m,
+                        listed.peak_rss_mb,
+                        note=f"{requests:,} requests",
+                        extra={"requests": requests},
+                    )
             log("timing govern S3 scan (empty catalog each time)")
             runs: list[Measurement] = []
             before = server.requests
@@ -408,7 +454,9 @@ class Bench:
                     break
             requests = (server.requests - before) // len(runs)
             row = self.govern_row("S3 scan", runs, m, ref, S3_RATIO_TARGET, "aws")
-            row.note = f"{row.note}; {requests:,} requests" if row.note else f"{requests:,} requests"
+            row.note = (
+                f"{row.note}; {requests:,} requests" if row.note else f"{requests:,} requests"
+            )
             row.extra["requests"] = requests
             self.rows += [row, ref if ref is not None else unavailable]
         self.notes.append(
@@ -435,21 +483,57 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Time `govern scan` against find and aws s3api list-objects-v2.",
     )
-    p.add_argument("--n", type=int, default=200_000, help="files in the local tree (default %(default)s; 1000000 for the full run)")
-    p.add_argument("--m", type=int, default=20_000, help="objects in the S3 (moto) bucket (default %(default)s)")
-    p.add_argument("--dir", type=Path, default=None,
-                   help="where to build the tree (default: $TMPDIR/govern-bench-scan)")
-    p.add_argument("--keep", action="store_true", help="keep the tree for the next run (reused if N matches)")
-    p.add_argument("--repeat", type=int, default=1, help="run each timed command R times, report the fastest (default %(default)s)")
-    p.add_argument("--concurrency", type=int, default=None, help="pass --concurrency to govern scan")
-    p.add_argument("--govern", default=str(VENV_BIN / "govern"), help="the govern executable (default %(default)s)")
-    p.add_argument("--aws", default=None,
-                   help="an existing aws CLI to use (default: bench-out/awscli-venv, installed on first use)")
-    p.add_argument("--fill", choices=("auto", "direct", "http"), default="auto",
-                   help="how to put the M objects into moto: its in-process backend, or put_object over HTTP (default %(default)s)")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=200_000,
+        help="files in the local tree (default %(default)s; 1000000 for the full run)",
+    )
+    p.add_argument(
+        "--m",
+        type=int,
+        default=20_000,
+        help="objects in the S3 (moto) bucket (default %(default)s)",
+    )
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to build the tree (default: $TMPDIR/govern-bench-scan)",
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep the tree for the next run (reused if N matches)"
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each timed command R times, report the fastest (default %(default)s)",
+    )
+    p.add_argument(
+        "--concurrency", type=int, default=None, help="pass --concurrency to govern scan"
+    )
+    p.add_argument(
+        "--govern",
+        default=str(VENV_BIN / "govern"),
+        help="the govern executable (default %(default)s)",
+    )
+    p.add_argument(
+        "--aws",
+        default=None,
+        help="an existing aws CLI to use (default: bench-out/awscli-venv, installed on first use)",
+    )
+    p.add_argument(
+        "--fill",
+        choices=("auto", "direct", "http"),
+        default="auto",
+        help="how to put the M objects into moto: its in-process backend, or put_object over HTTP (default %(default)s)",
+    )
     p.add_argument("--skip-local", action="store_true", help="skip the local benchmark")
     p.add_argument("--skip-s3", action="store_true", help="skip the S3 benchmark")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    p.add_argument(
+        "--json", action="store_true", help="print the figures as JSON instead of a table"
+    )
     args = p.parse_args(argv)
     if args.n < 1 or args.m < 1 or args.repeat < 1:
         p.error("--n, --m and --repeat must be at least 1")
@@ -487,9 +571,16 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "warm_cache": True,
         "rss_method": rss_method(),
-        "targets": {"local_ratio_max": LOCAL_RATIO_TARGET, "s3_ratio_max": S3_RATIO_TARGET,
-                    "peak_rss_mb_max": RSS_TARGET_MB},
-        "host": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "targets": {
+            "local_ratio_max": LOCAL_RATIO_TARGET,
+            "s3_ratio_max": S3_RATIO_TARGET,
+            "peak_rss_mb_max": RSS_TARGET_MB,
+        },
+        "host": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "failures": bench.failures,
     }
@@ -500,7 +591,9 @@ def main(argv: list[str] | None = None) -> int:
             f"times: fork to exit of each command (start-up included); peak RSS: its wait4 "
             f"rusage, forked by {rss_method()} so the benchmark's own RSS is not counted"
         )
-        title = "govern scan benchmark" + (f" (fastest of {args.repeat})" if args.repeat > 1 else "")
+        title = "govern scan benchmark" + (
+            f" (fastest of {args.repeat})" if args.repeat > 1 else ""
+        )
         print_table(bench.rows, title, bench.notes)
     return 1 if bench.failures else 0
 

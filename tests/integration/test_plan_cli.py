@@ -128,8 +128,16 @@ def test_out_file_takes_its_format_from_the_suffix(
     catalog, policy, _ = setup
     out = tmp_path / "reports" / "plan.html"
     result = _run(
-        catalog, "plan", "--policy", str(policy), "--as-of", FUTURE, "--out", str(out),
-        "--format", "md",
+        catalog,
+        "plan",
+        "--policy",
+        str(policy),
+        "--as-of",
+        FUTURE,
+        "--out",
+        str(out),
+        "--format",
+        "md",
     )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("# Plan ")
@@ -184,7 +192,9 @@ def test_explain_says_why(setup: tuple[str, Path, Path]) -> None:
     assert _run(catalog, "scan", "--policy", str(policy)).exit_code == 0
     uri = f"{storage.as_uri()}/runs/alpha/checkpoint-1000/"
     doc = _json(
-        _run(catalog, "explain", uri, "--policy", str(policy), "--as-of", FUTURE, "--format", "json")
+        _run(
+            catalog, "explain", uri, "--policy", str(policy), "--as-of", FUTURE, "--format", "json"
+        )
     )
     assert doc["uri"] == uri
     assert doc["kind"] == "checkpoint"
@@ -193,8 +203,13 @@ def test_explain_says_why(setup: tuple[str, Path, Path]) -> None:
     assert doc["reason"]
     # a plain path works too, and the table form prints the same reason
     plain = _run(
-        catalog, "explain", str(storage / "runs/alpha/checkpoint-5000") + "/",
-        "--policy", str(policy), "--as-of", FUTURE,
+        catalog,
+        "explain",
+        str(storage / "runs/alpha/checkpoint-5000") + "/",
+        "--policy",
+        str(policy),
+        "--as-of",
+        FUTURE,
     )
     assert plain.exit_code == 0, plain.stderr
     assert "checkpoint-5000" in plain.stdout

@@ -109,7 +109,9 @@ class _FailingStore:
 
 @pytest.mark.parametrize("exc", [OSError("connection reset"), KeyboardInterrupt()])
 def test_failed_or_interrupted_scan_changes_nothing(
-    tmp_path: Path, catalog_url: str, exc: BaseException  # noqa: F811
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+    exc: BaseException,
 ) -> None:
     root = tmp_path / "data"
     _tree(root)
@@ -123,7 +125,9 @@ def test_failed_or_interrupted_scan_changes_nothing(
         scan_store(engine, _FailingStore(store, 10, exc), actor="t")  # type: ignore[arg-type]
     assert _live(engine, store.url) == before  # nothing marked gone
     with engine.connect() as conn:
-        status, error = conn.execute(text("SELECT status, error FROM scans ORDER BY id DESC")).first()  # type: ignore[misc]
+        status, error = conn.execute(
+            text("SELECT status, error FROM scans ORDER BY id DESC")
+        ).first()  # type: ignore[misc]
     assert status == "failed"
     assert error == ("interrupted" if isinstance(exc, KeyboardInterrupt) else "connection reset")
     engine.dispose()
@@ -155,7 +159,9 @@ def test_cli_scan_and_ls_objects_json(tmp_path: Path) -> None:
     _tree(root, n=3)
     catalog = f"sqlite:///{tmp_path / 'cat.db'}"
     runner = CliRunner()
-    result = runner.invoke(cli, ["--catalog", catalog, "scan", "--root", str(root), "--format", "json"])
+    result = runner.invoke(
+        cli, ["--catalog", catalog, "scan", "--root", str(root), "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["scans"][0]["objects"] == 4
@@ -172,7 +178,9 @@ def test_cli_scan_and_ls_objects_json(tmp_path: Path) -> None:
 
 def test_cli_scan_of_missing_root_exits_2_with_one_message(tmp_path: Path) -> None:
     catalog = f"sqlite:///{tmp_path / 'cat.db'}"
-    result = CliRunner().invoke(cli, ["--catalog", catalog, "scan", "--root", str(tmp_path / "nope")])
+    result = CliRunner().invoke(
+        cli, ["--catalog", catalog, "scan", "--root", str(tmp_path / "nope")]
+    )
     assert result.exit_code == 2
     assert "nope" in result.stderr
     assert result.stderr.count("error:") == 1

@@ -28,7 +28,9 @@ def test_new_sqlite_catalog_is_created_at_head_in_wal_mode(tmp_path: Path) -> No
     assert current_revision(engine) == head_revision()
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-    assert {"roots", "scans", "objects", "runs", "artifacts"} <= set(inspect(engine).get_table_names())
+    assert {"roots", "scans", "objects", "runs", "artifacts"} <= set(
+        inspect(engine).get_table_names()
+    )
 
 
 def test_migrations_produce_exactly_the_models(tmp_path: Path) -> None:

@@ -8,8 +8,19 @@ import io
 from governance.report import render
 from tests.unit.plan_samples import sample_plan
 
-REQUIRED = ["plan_id", "action_id", "rule", "tier", "action", "artifact_uri", "object_uri",
-            "size", "etag", "last_modified", "reason"]
+REQUIRED = [
+    "plan_id",
+    "action_id",
+    "rule",
+    "tier",
+    "action",
+    "artifact_uri",
+    "object_uri",
+    "size",
+    "etag",
+    "last_modified",
+    "reason",
+]
 
 
 def test_one_row_per_object_with_the_required_columns() -> None:

@@ -8,13 +8,37 @@ from typing import Any
 from governance.report import render
 from tests.unit.plan_samples import sample_plan
 
-TOP = {"plan_id": str, "fingerprint": str, "policy": dict, "as_of": str, "status": str,
-       "summary": dict, "actions": list, "kept": list}
-SUMMARY = {"actions": int, "objects": int, "bytes_deleted": int, "bytes_transitioned": int,
-           "bytes_archived": int, "monthly_cost_before_usd": float,
-           "monthly_cost_after_usd": float, "by_rule": dict}
-ACTION = {"id": int, "rule": str, "tier": (str, type(None)), "action": str, "destructive": bool,
-          "artifact": dict, "objects": list, "bytes": int, "reason": str}
+TOP = {
+    "plan_id": str,
+    "fingerprint": str,
+    "policy": dict,
+    "as_of": str,
+    "status": str,
+    "summary": dict,
+    "actions": list,
+    "kept": list,
+}
+SUMMARY = {
+    "actions": int,
+    "objects": int,
+    "bytes_deleted": int,
+    "bytes_transitioned": int,
+    "bytes_archived": int,
+    "monthly_cost_before_usd": float,
+    "monthly_cost_after_usd": float,
+    "by_rule": dict,
+}
+ACTION = {
+    "id": int,
+    "rule": str,
+    "tier": (str, type(None)),
+    "action": str,
+    "destructive": bool,
+    "artifact": dict,
+    "objects": list,
+    "bytes": int,
+    "reason": str,
+}
 ARTIFACT = {"uri": str, "kind": str, "run": (str, type(None)), "step": (int, type(None))}
 OBJECT = {"uri": str, "size": int, "etag": str, "last_modified": str}
 KEPT = {"artifact": dict, "rule": (str, type(None)), "tier": (str, type(None)), "reason": str}
@@ -36,7 +60,10 @@ def test_every_schema_field_is_present_with_its_type() -> None:
     assert doc["fingerprint"].startswith("sha256:")
     _check(doc["summary"], SUMMARY)
     assert doc["summary"]["by_rule"]["checkpoints"] == {
-        "actions": 3, "objects": 4, "bytes_deleted": 7000, "bytes_transitioned": 0,
+        "actions": 3,
+        "objects": 4,
+        "bytes_deleted": 7000,
+        "bytes_transitioned": 0,
         "bytes_archived": 9000,
     }
     assert len(doc["actions"]) == 6
@@ -52,7 +79,13 @@ def test_every_schema_field_is_present_with_its_type() -> None:
     assert first["artifact"]["step"] == 1000
     assert first["objects"][1]["uri"].endswith("/optimizer.pt")
     assert {a["action"] for a in doc["actions"]} == {
-        "delete", "strip", "archive", "transition", "abort_upload", "dedupe"}
+        "delete",
+        "strip",
+        "archive",
+        "transition",
+        "abort_upload",
+        "dedupe",
+    }
     for kept in doc["kept"]:
         _check(kept, KEPT)
         _check(kept["artifact"], ARTIFACT)
