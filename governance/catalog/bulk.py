@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from governance.storage.base import ListingRow
+from governance.storage.base import AnyRow, ListingRow
 
 STAGE_COLUMNS = (
     "key",
@@ -37,8 +37,22 @@ def create_stage(conn: Connection) -> None:
     )
 
 
-def write_stage(conn: Connection, rows: Sequence[StageRow]) -> None:
-    """Append one batch of listed objects to the staging table."""
+def _full(rows: Sequence[AnyRow]) -> Sequence[StageRow]:
+    """Compact rows (local disk) widened to the eight staging columns (PostgreSQL COPY)."""
+    if rows and len(rows[0]) == 4:
+        return [(k, "", s, e, m, None, None, None) for k, s, e, m in rows]  # type: ignore[misc]
+    return rows  # type: ignore[return-value]
+
+
+def _sqlite_values(rows: Sequence[AnyRow]) -> tuple[str, str]:
+    """(columns, placeholders) for SQLite executemany: four bound values per compact row."""
+    if rows and len(rows[0]) == 4:
+        return "key, upload_id, size, etag, last_modified", "?, '', ?, ?, ?"
+    return ", ".join(STAGE_COLUMNS), ", ".join("?" * len(STAGE_COLUMNS))
+
+
+def write_stage(conn: Connection, rows: Sequence[AnyRow]) -> None:
+    """Append one batch of listed objects (full or compact rows) to the staging table."""
     if not rows:
         return
     if conn.dialect.name == "postgresql":
@@ -47,12 +61,13 @@ def write_stage(conn: Connection, rows: Sequence[StageRow]) -> None:
             raw.cursor() as cur,
             cur.copy(f"COPY scan_stage ({', '.join(STAGE_COLUMNS)}) FROM STDIN") as copy,
         ):
-            for row in rows:
+            for row in _full(rows):
                 copy.write_row(row)
         return
+    columns, values = _sqlite_values(rows)
     cursor: Any = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.executemany("INSERT INTO scan_stage VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        cursor.executemany(f"INSERT INTO scan_stage ({columns}) VALUES ({values})", rows)
     finally:
         cursor.close()
 
@@ -66,7 +81,7 @@ def root_is_empty(conn: Connection, root_id: int) -> bool:
 
 
 def write_objects_direct(
-    conn: Connection, root_id: int, scan_id: int, rows: Sequence[StageRow]
+    conn: Connection, root_id: int, scan_id: int, rows: Sequence[AnyRow]
 ) -> None:
     """First scan of a root: append listed rows straight to `objects` (no staging, no merge).
 
@@ -75,19 +90,20 @@ def write_objects_direct(
     """
     if not rows:
         return
-    columns = f"root_id, {', '.join(STAGE_COLUMNS)}, first_scan_id, changed_scan_id"
     if conn.dialect.name == "postgresql":
+        columns = f"root_id, {', '.join(STAGE_COLUMNS)}, first_scan_id, changed_scan_id"
         raw: Any = conn.connection.driver_connection
         with raw.cursor() as cur, cur.copy(f"COPY objects ({columns}) FROM STDIN") as copy:
-            for row in rows:
+            for row in _full(rows):
                 copy.write_row((root_id, *row, scan_id, scan_id))
         return
+    listed, values = _sqlite_values(rows)
     cursor: Any = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         # Both ids are integers from our own tables; inlining them keeps rows as listed.
         cursor.executemany(
-            f"INSERT INTO objects ({columns}) "
-            f"VALUES ({int(root_id)}, ?, ?, ?, ?, ?, ?, ?, ?, {int(scan_id)}, {int(scan_id)})",
+            f"INSERT INTO objects (root_id, {listed}, first_scan_id, changed_scan_id) "
+            f"VALUES ({int(root_id)}, {values}, {int(scan_id)}, {int(scan_id)})",
             rows,
         )
     finally:

@@ -8,10 +8,11 @@ nothing gone and leaves the last complete state as it was.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
+from typing import cast
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Engine
 from governance.catalog import bulk
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
 from governance.catalog.tables import Scan
-from governance.storage.base import Store, list_rows
+from governance.storage.base import AnyRow, Store, list_compact_rows, list_rows
 
 BATCH = 5000
 
@@ -78,14 +79,19 @@ def scan_store(
             if not direct:
                 bulk.create_stage(conn)
                 conn.commit()
-            rows = list_rows(store, exclude_prefixes)
+            # Local disk gives compact rows (4 values, not 8): its size is column 1, not 2.
+            compact = list_compact_rows(store, exclude_prefixes)
+            rows: Iterator[AnyRow] = (
+                compact if compact is not None else list_rows(store, exclude_prefixes)
+            )
+            size_at = 1 if compact is not None else 2
             while batch := list(islice(rows, BATCH)):
                 if direct:
                     bulk.write_objects_direct(conn, root_id, scan_id, batch)
                 else:
                     bulk.write_stage(conn, batch)
                 listed += len(batch)
-                listed_bytes += sum(row[2] for row in batch)
+                listed_bytes += sum(cast(int, row[size_at]) for row in batch)
                 if progress:
                     progress(listed, listed_bytes)
             if direct:

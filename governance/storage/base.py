@@ -135,6 +135,25 @@ def row_from_info(info: ObjectInfo) -> ListingRow:
     )
 
 
+CompactRow = tuple[str, int, str, int]
+"""(key, size, etag, last_modified in µs): a listing from a store with no storage classes,
+versions or uploads (local disk); the scanner binds four values a row instead of eight."""
+
+
+AnyRow = ListingRow | CompactRow
+
+
+def list_compact_rows(
+    store: Store, exclude_prefixes: Sequence[str] = ()
+) -> Iterator[CompactRow] | None:
+    """The listing as compact rows when the store can give them, else None."""
+    fast = getattr(store, "list_compact_rows", None)
+    if fast is None:
+        return None
+    rows: Iterator[CompactRow] | None = fast(exclude_prefixes)
+    return rows
+
+
 def list_rows(store: Store, exclude_prefixes: Sequence[str] = ()) -> Iterator[ListingRow]:
     """A store's listing as staging rows, through its fast path when it has one."""
     fast = getattr(store, "list_rows", None)

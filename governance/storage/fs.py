@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 from governance.errors import AccessDeniedError, NoSuchRootError, StorageError
 from governance.storage import BUCKET_SCHEMES, WritableStore
 from governance.storage.base import (
+    CompactRow,
     KeyResult,
     ListingRow,
     ObjectInfo,
@@ -104,6 +105,23 @@ class FsspecStore:
             yield from (row_from_info(i) for i in self.list(excludes))
             return
         try:
+            for key, size, etag, micros in self._walk_local(excludes):
+                yield (key, "", size, etag, micros, None, None, None)
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+
+    def list_compact_rows(
+        self, exclude_prefixes: Sequence[str] = ()
+    ) -> Iterator[CompactRow] | None:
+        """Local disk only: (key, size, mtime token, µs) rows, the scanner's fastest path."""
+        if not self._local:
+            return None
+        return self._compact(tuple(p for p in exclude_prefixes if p))
+
+    def _compact(self, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
+        try:
             yield from self._walk_local(excludes)
         except StorageError:
             raise
@@ -112,11 +130,11 @@ class FsspecStore:
 
     def _list_local(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
         epoch = datetime(1970, 1, 1, tzinfo=UTC)
-        for key, _upload, size, etag, micros, *_ in self._walk_local(excludes):
+        for key, size, etag, micros in self._walk_local(excludes):
             yield ObjectInfo(key, size, epoch + timedelta(microseconds=micros), etag)
 
-    def _walk_local(self, excludes: tuple[str, ...]) -> Iterator[ListingRow]:
-        """Depth-first scandir walk yielding staging rows; the per-file work is one lstat
+    def _walk_local(self, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
+        """Depth-first scandir walk yielding compact rows; the per-file work is one lstat
         and one tuple (this loop is the scanner's hot path)."""
         stack = [("", self._base)]
         while stack:
@@ -151,7 +169,7 @@ class FsspecStore:
                     if relevant and key.startswith(relevant):
                         continue
                     ns = st.st_mtime_ns
-                    yield (key, "", st.st_size, f"mtime:{ns}", ns // 1000, None, None, None)
+                    yield (key, st.st_size, f"mtime:{ns}", ns // 1000)
 
     def _walk_fsspec(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
         """`fs.walk` (one directory at a time) with excluded directories pruned in place."""
