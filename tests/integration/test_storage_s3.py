@@ -443,7 +443,7 @@ def test_a_swarm_of_small_prefixes_is_listed_flat_without_duplicates(
     requests_seen: list[str] = []
     store = store_for(moto_server, f"s3://{s3_bucket}", concurrency=4)
     cast(S3Store, store)._client.meta.events.register(
-        "before-call.s3.ListObjectsV2",
+        "before-parameter-build.s3.ListObjectsV2",
         lambda params, **_: requests_seen.append(params.get("Prefix", "")),
     )
     listed = [o.key for o in store.list()]
