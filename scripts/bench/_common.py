@@ -463,3 +463,44 @@ def print_table(
 def rows_as_json(rows: Sequence[Row], **meta: Any) -> str:
     """The figures as a JSON document: `meta` fields plus a `results` list."""
     return json.dumps({**meta, "results": [r.as_dict() for r in rows]}, indent=2)
+
+
+def fill_objects(
+    engine: Any, root_id: int, scan_id: int, rows: Iterator[tuple[str, int, int]]
+) -> tuple[int, int]:
+    """Bulk-insert (key, size, last_modified µs) rows as live objects; returns (count, bytes).
+
+    `tags` is left out of the rows so that it is SQL NULL, as the scanner writes it: a None
+    given for a JSON column would be stored as the JSON text 'null' and decoded on every read.
+    """
+    from governance.catalog.tables import StoredObject
+
+    table = StoredObject.__table__  # type: ignore[attr-defined]
+    batch: list[dict[str, Any]] = []
+    written = total = 0
+    with engine.begin() as conn:
+        for key, size, lm in rows:
+            batch.append(
+                {
+                    "root_id": root_id,
+                    "key": key,
+                    "upload_id": "",
+                    "size": size,
+                    "etag": f"{written:032x}",
+                    "last_modified": lm,
+                    "storage_class": "STANDARD",
+                    "version_id": None,
+                    "checksum_algorithm": None,
+                    "first_scan_id": scan_id,
+                    "changed_scan_id": scan_id,
+                    "gone_scan_id": None,
+                }
+            )
+            written += 1
+            total += size
+            if len(batch) >= 50_000:
+                conn.execute(table.insert(), batch)
+                batch = []
+        if batch:
+            conn.execute(table.insert(), batch)
+    return written, total

@@ -59,7 +59,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BENCH_OUT, REPO_ROOT, Row, log, print_table, rows_as_json, run_measured
+from _common import (
+    BENCH_OUT,
+    REPO_ROOT,
+    Row,
+    fill_objects,
+    log,
+    print_table,
+    rows_as_json,
+    run_measured,
+)
 
 LAYOUT_VERSION = 2  # 2: tags stored as SQL NULL (as the scanner writes them), not JSON null
 ROOT_URL = "file:///bench/classify/"
@@ -258,7 +267,6 @@ def ensure_catalog(n: int, runs: int) -> Path:
     """The catalog file for (n, runs): reused when it holds the right count, else built."""
     from governance.catalog.engine import open_engine
     from governance.catalog.roots import find_root, get_or_create_root, start_scan
-    from governance.catalog.tables import StoredObject
 
     path = catalog_path(n, runs)
     url = f"sqlite:///{path}"
@@ -282,36 +290,7 @@ def ensure_catalog(n: int, runs: int) -> Path:
     engine = open_engine(url)
     root_id = get_or_create_root(engine, ROOT_URL, "bench")
     scan_id = start_scan(engine, root_id, "bench")
-    table = StoredObject.__table__  # type: ignore[attr-defined]
-    # `tags` is left out of the rows so that it is SQL NULL, as the scanner writes it: a
-    # None given for a JSON column would be stored as the JSON text 'null' and decoded on
-    # every read.
-    batch: list[dict[str, Any]] = []
-    written = 0
-    with engine.begin() as conn:
-        for key, size, lm in generate(n, runs):
-            batch.append(
-                {
-                    "root_id": root_id,
-                    "key": key,
-                    "upload_id": "",
-                    "size": size,
-                    "etag": f"{written:032x}",
-                    "last_modified": lm,
-                    "storage_class": "STANDARD",
-                    "version_id": None,
-                    "checksum_algorithm": None,
-                    "first_scan_id": scan_id,
-                    "changed_scan_id": scan_id,
-                    "gone_scan_id": None,
-                }
-            )
-            written += 1
-            if len(batch) >= 50_000:
-                conn.execute(table.insert(), batch)
-                batch = []
-        if batch:
-            conn.execute(table.insert(), batch)
+    written, _ = fill_objects(engine, root_id, scan_id, generate(n, runs))
     with engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     engine.dispose()

@@ -61,7 +61,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BENCH_OUT, REPO_ROOT, Row, log, print_table, rows_as_json, run_measured
+from _common import (
+    BENCH_OUT,
+    REPO_ROOT,
+    Row,
+    fill_objects,
+    log,
+    print_table,
+    rows_as_json,
+    run_measured,
+)
 
 LAYOUT_VERSION = 1
 ROOT_URL = "s3://bench-plan/"
@@ -142,7 +151,6 @@ def ensure_catalog(runs: int, checkpoints: int) -> Path:
     """The catalog file for (runs, checkpoints): reused when complete, else built."""
     from governance.catalog.engine import open_engine
     from governance.catalog.roots import find_root, finish_scan, get_or_create_root, start_scan
-    from governance.catalog.tables import StoredObject
 
     path = catalog_path(runs, checkpoints)
     want = expected_objects(runs, checkpoints)
@@ -163,35 +171,7 @@ def ensure_catalog(runs: int, checkpoints: int) -> Path:
     engine = open_engine(url)
     root_id = get_or_create_root(engine, ROOT_URL, "bench")
     scan_id = start_scan(engine, root_id, "bench")
-    table = StoredObject.__table__  # type: ignore[attr-defined]
-    batch: list[dict[str, Any]] = []
-    written = total = 0
-    with engine.begin() as conn:
-        for key, size, lm in generate(runs, checkpoints):
-            # `tags` left out: SQL NULL, as the scanner writes it
-            batch.append(
-                {
-                    "root_id": root_id,
-                    "key": key,
-                    "upload_id": "",
-                    "size": size,
-                    "etag": f"{written:032x}",
-                    "last_modified": lm,
-                    "storage_class": "STANDARD",
-                    "version_id": None,
-                    "checksum_algorithm": None,
-                    "first_scan_id": scan_id,
-                    "changed_scan_id": scan_id,
-                    "gone_scan_id": None,
-                }
-            )
-            written += 1
-            total += size
-            if len(batch) >= 50_000:
-                conn.execute(table.insert(), batch)
-                batch = []
-        if batch:
-            conn.execute(table.insert(), batch)
+    written, total = fill_objects(engine, root_id, scan_id, generate(runs, checkpoints))
     finish_scan(
         engine, scan_id, status="complete", objects_listed=written, bytes_listed=total,
         objects_new=written,
