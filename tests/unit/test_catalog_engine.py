@@ -13,6 +13,7 @@ from sqlmodel import SQLModel
 
 from governance.catalog import schema, tables  # noqa: F401  (schema: every table)
 from governance.catalog.engine import (
+    SCHEMA_REVISION,
     current_revision,
     head_revision,
     make_engine,
@@ -31,6 +32,12 @@ def test_new_sqlite_catalog_is_created_at_head_in_wal_mode(tmp_path: Path) -> No
     assert {"roots", "scans", "objects", "runs", "artifacts"} <= set(
         inspect(engine).get_table_names()
     )
+
+
+def test_schema_revision_constant_is_alembics_head() -> None:
+    # open_engine skips Alembic when a catalog is at SCHEMA_REVISION: a new migration
+    # must move the constant, or catalogs would silently stay on the old schema.
+    assert SCHEMA_REVISION == head_revision()
 
 
 def test_migrations_produce_exactly_the_models(tmp_path: Path) -> None:
