@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
@@ -69,6 +70,36 @@ def scan_store(
     """List `store` into the catalog. Raises StorageError (root untouched) if it cannot be read."""
     started = time.perf_counter()
     store.check()  # bad URL or credentials: fail before the catalog records anything
+    # Local disk gives compact rows (4 values, not 8): its size is column 1, not 2. An S3
+    # listing starts sending requests here, so its first pages overlap the catalog setup.
+    compact = list_compact_rows(store, exclude_prefixes)
+    rows: Iterator[AnyRow] = compact if compact is not None else list_rows(store, exclude_prefixes)
+    size_at = 1 if compact is not None else 2
+    with _closing(rows):
+        return _scan_rows(engine, store, rows, size_at, actor, name, progress, started)
+
+
+@contextmanager
+def _closing(rows: Iterator[AnyRow]) -> Iterator[None]:
+    """Stop a listing's workers however the scan ends (an unconsumed one included)."""
+    try:
+        yield
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+
+
+def _scan_rows(
+    engine: Engine,
+    store: Store,
+    rows: Iterator[AnyRow],
+    size_at: int,
+    actor: str,
+    name: str | None,
+    progress: Progress | None,
+    started: float,
+) -> ScanSummary:
     root_id = get_or_create_root(engine, store.url, name)
     scan_id = start_scan(engine, root_id, actor)
     listed = 0
@@ -79,12 +110,6 @@ def scan_store(
             if not direct:
                 bulk.create_stage(conn)
                 conn.commit()
-            # Local disk gives compact rows (4 values, not 8): its size is column 1, not 2.
-            compact = list_compact_rows(store, exclude_prefixes)
-            rows: Iterator[AnyRow] = (
-                compact if compact is not None else list_rows(store, exclude_prefixes)
-            )
-            size_at = 1 if compact is not None else 2
             while batch := list(islice(rows, BATCH)):
                 if direct:
                     bulk.write_objects_direct(conn, root_id, scan_id, batch)

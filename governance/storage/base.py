@@ -119,10 +119,15 @@ version_id, checksum_algorithm): the shape the scanner stages into the catalog."
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def epoch_micros(value: datetime) -> int:
+    """A timezone-aware time as integer microseconds since the epoch (the catalog's form)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
 def row_from_info(info: ObjectInfo) -> ListingRow:
     """One listed object as a staging row."""
-    delta = info.last_modified - _EPOCH
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    micros = epoch_micros(info.last_modified)
     return (
         info.key,
         info.upload_id,

@@ -24,9 +24,9 @@ from governance.errors import (
     UnreachableError,
 )
 from governance.storage import WritableStore
-from governance.storage.base import KeyResult, ObjectInfo, ObjectState, Store
+from governance.storage.base import KeyResult, ListingRow, ObjectInfo, ObjectState, Store
 from governance.storage.errors import KeyNotFoundError, client_error_code, translate
-from governance.storage.s3_listing import ParallelListing, utc
+from governance.storage.s3_listing import AS_INFO, AS_ROWS, ParallelListing, Rows, T, utc
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import CopySourceTypeDef
@@ -93,18 +93,27 @@ class S3Store:
 
     def list(self, exclude_prefixes: Sequence[str] = ()) -> Iterator[ObjectInfo]:
         """Objects then incomplete multipart uploads, streamed from parallel listings."""
-        excludes = tuple(self.prefix + p for p in exclude_prefixes if p)
-        listing = ParallelListing(
-            self._client, self.bucket, self.prefix, excludes, self._concurrency
-        )
-        try:
-            yield from listing
-        except StorageError:
-            raise
-        except Exception as exc:
-            raise translate(self.url, exc) from exc
+        return self._listing(exclude_prefixes, AS_INFO)
 
-    # -- reads ---------------------------------------------------------------------------
+    def list_rows(self, exclude_prefixes: Sequence[str] = ()) -> ParallelListing[ListingRow]:
+        """The listing as the scanner's staging rows, already started: its first pages
+        arrive while the scanner prepares the catalog. Close it if it is not consumed."""
+        return self._listing(exclude_prefixes, AS_ROWS).start()
+
+    def _listing(self, exclude_prefixes: Sequence[str], rows: Rows[T]) -> ParallelListing[T]:
+        excludes = tuple(self.prefix + p for p in exclude_prefixes if p)
+        return ParallelListing(
+            self._client,
+            self.bucket,
+            self.prefix,
+            excludes,
+            self._concurrency,
+            rows,
+            translate=self._translate,
+        )
+
+    def _translate(self, exc: Exception) -> Exception:
+        return exc if isinstance(exc, StorageError) else translate(self.url, exc)
 
     def check(self) -> None:
         """One 1-key listing: proves the bucket exists and that we may list it."""

@@ -117,3 +117,34 @@ def test_cli_scan_unreachable_endpoint_exits_1(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "s3://bucket/" in result.stderr
+
+
+def test_catalog_failure_after_the_listing_started_releases_it_and_records_nothing(
+    s3_bucket: str, moto_server: str, put_many: PutMany, tmp_path: Path
+) -> None:
+    # The listing starts before the catalog is touched; a catalog that then refuses the
+    # write must leave no listing threads behind and no root or scan rows.
+    import threading
+    import time
+
+    import pytest
+    from sqlalchemy import event
+
+    put_many(s3_bucket, [f"k/{i:05d}" for i in range(8000)])  # more pages than the queue holds
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    before = threading.active_count()
+
+    def read_only(conn: Any, *_: Any) -> None:
+        conn.execute("PRAGMA query_only = ON")
+
+    event.listen(engine, "connect", read_only)
+    engine.dispose()  # new connections are read-only from here
+    store = open_store(f"s3://{s3_bucket}/", endpoint_url=moto_server, concurrency=1)
+    with pytest.raises(Exception, match=r"readonly|read-only|query_only"):
+        scan_store(engine, store, actor="t")
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM roots")).scalar() == 0

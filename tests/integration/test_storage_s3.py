@@ -23,7 +23,7 @@ from governance.errors import (
     UnreachableError,
 )
 from governance.storage import open_store
-from governance.storage.base import ObjectInfo, Store
+from governance.storage.base import ObjectInfo, Store, row_from_info
 from governance.storage.errors import KeyNotFoundError
 from governance.storage.fs import FsspecStore
 from governance.storage.s3 import S3Store
@@ -108,6 +108,32 @@ def test_stopping_early_releases_the_listing_threads(moto_server: str, big_bucke
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before
+
+
+def test_a_started_listing_never_consumed_is_released_by_close(
+    moto_server: str, big_bucket: str
+) -> None:
+    # The scanner starts the listing before it opens its catalog transaction; if that
+    # fails, close() must still stop the workers that are already filling the queue.
+    before = threading.active_count()
+    store = store_for(moto_server, f"s3://{big_bucket}", concurrency=8)
+    rows = store.list_rows()
+    deadline = time.monotonic() + 5
+    while threading.active_count() == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() > before  # requests went out before any next()
+    rows.close()
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before
+
+
+def test_staging_rows_are_the_listed_objects_as_rows(moto_server: str, big_bucket: str) -> None:
+    store = store_for(moto_server, f"s3://{big_bucket}", concurrency=4)
+    with_info = sorted(row_from_info(o) for o in store.list(["quarantine/"]))
+    rows = sorted(store.list_rows(["quarantine/"]))
+    assert rows == with_info
+    assert len(rows) == len(expected_big())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
