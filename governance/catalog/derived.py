@@ -4,14 +4,15 @@ and the metadata cache that lets small files be read once per ETag.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow, us_from_datetime
@@ -29,13 +30,16 @@ class CachedMetaReader:
     With no store (planning, lazy classification) only cached content is returned; the
     scan fills the cache. Answers, misses included, are memoised for the reader's life, so
     a file that many artifacts consult (DeepSpeed `latest`) costs one lookup; and which
-    (key, ETag) pairs the cache holds is read once, on the first lookup (keys and ETags
-    only), so an object the cache lacks costs no query at all. Given a
+    (key, ETag) pairs the cache holds is read once, on the first lookup, with the content
+    of the small entries (tracker files, a line of text each: one per run), so an object
+    the cache lacks and a small one it holds cost no query at all. Given a
     Connection, cache reads and writes happen inside that connection's transaction, so
     classification can refresh the cache while it rewrites a root's artifacts.
     """
 
     MEMO_SIZE = 4096
+    SMALL = 1024
+    """Cached contents up to this many bytes are read with the cache's index."""
 
     def __init__(
         self, db: Engine | Connection, root_id: int, store: Store | None, max_bytes: int
@@ -46,7 +50,8 @@ class CachedMetaReader:
         self.max_bytes = max_bytes
         self._memo: OrderedDict[tuple[str, str], bytes | None] = OrderedDict()
         self._reader: Connection | None = None  # one connection for every cache read
-        self._cached: set[tuple[str, str]] | None = None  # (key, etag) the cache holds
+        # (key, etag) the cache holds -> its content, or _UNREAD for a large one
+        self._cached: dict[tuple[str, str], object] | None = None
 
     def close(self) -> None:
         if self._reader is not None:
@@ -55,6 +60,14 @@ class CachedMetaReader:
 
     def __del__(self) -> None:
         self.close()
+
+    def _read_conn(self) -> Connection:
+        """The connection cache reads go through: the caller's, else one of our own."""
+        if isinstance(self.db, Connection):
+            return self.db
+        if self._reader is None:
+            self._reader = self.db.connect()
+        return self._reader
 
     def _conn(self) -> AbstractContextManager[Connection]:
         if isinstance(self.db, Connection):
@@ -73,22 +86,23 @@ class CachedMetaReader:
         return content
 
     def _lookup(self, obj: CatalogObject) -> bytes | None:
-        where = (_M.c.root_id == self.root_id, _M.c.key == obj.key)
-        if isinstance(self.db, Connection):
-            reader = self.db
-        else:
-            if self._reader is None:
-                self._reader = self.db.connect()
-            reader = self._reader
         if self._cached is None:
-            self._cached = {
-                (key, etag)
-                for key, etag in reader.execute(
-                    select(_M.c.key, _M.c.etag).where(_M.c.root_id == self.root_id)
+            self._cached = self._index()
+        # An object the cache lacks, with no store to read it from, costs no query: the
+        # statement below is built only when it runs.
+        hit = self._cached.get((obj.key, obj.etag), _ABSENT)
+        if hit is not _UNREAD and hit is not _ABSENT:
+            return cast(bytes | None, hit)
+        if hit is _UNREAD:
+            row = (
+                self._read_conn()
+                .execute(
+                    select(_M.c.content).where(
+                        _M.c.root_id == self.root_id, _M.c.key == obj.key, _M.c.etag == obj.etag
+                    )
                 )
-            }
-        if (obj.key, obj.etag) in self._cached:
-            row = reader.execute(select(_M.c.content).where(*where, _M.c.etag == obj.etag)).first()
+                .first()
+            )
             if row is not None:
                 content: bytes | None = row[0]
                 return content
@@ -99,14 +113,30 @@ class CachedMetaReader:
         except Exception:  # unreadable metadata degrades classification; it never stops it
             return None  # not cached: a passing failure must not stick to this ETag
         with self._conn() as conn:
-            conn.execute(delete(_M).where(*where))
+            conn.execute(delete(_M).where(_M.c.root_id == self.root_id, _M.c.key == obj.key))
             conn.execute(
                 _M.insert().values(
                     root_id=self.root_id, key=obj.key, etag=obj.etag, content=content
                 )
             )
-        self._cached.add((obj.key, obj.etag))
+        self._cached[(obj.key, obj.etag)] = content
         return content
+
+    def _index(self) -> dict[tuple[str, str], object]:
+        """(key, etag) -> content of every entry of the root's cache (_UNREAD when large)."""
+        size = func.length(_M.c.content)
+        small = case((size <= self.SMALL, _M.c.content), else_=None)
+        rows = self._read_conn().execute(
+            select(_M.c.key, _M.c.etag, small, size > self.SMALL).where(
+                _M.c.root_id == self.root_id
+            )
+        )
+        return {(key, etag): _UNREAD if large else content for key, etag, content, large in rows}
+
+
+_UNREAD = object()
+"""A cache entry whose (large) content is read when asked for."""
+_ABSENT = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +237,7 @@ def classify_stream(
     fetches the few tracker files it found), pass two streams full objects in key order."""
     from functools import partial
 
-    from governance.catalog.queries import iter_live_keys, iter_live_objects, live_objects_by_key
+    from governance.catalog.queries import iter_live_keys, live_objects_by_key, stream_live_objects
     from governance.model.classify import classify, find_runs_by_keys
 
     first_pass = partial(
@@ -217,7 +247,7 @@ def classify_stream(
         partial(live_objects_by_key, engine, root_id),
     )
     return classify(
-        partial(iter_live_objects, engine, root_id), options, reader, first_pass=first_pass
+        partial(stream_live_objects, engine, root_id), options, reader, first_pass=first_pass
     )
 
 
@@ -305,25 +335,64 @@ def refresh_metadata(
     connection: dict[str, str] | None = None,
     store: Store | None = None,
 ) -> int:
-    """Read the root's uncached metadata files; a root out of reach is logged and skipped."""
+    """Read the root's uncached metadata files; a root out of reach is logged and skipped.
+
+    Without a `store` the root is opened only when some file is missing from the cache:
+    an up-to-date cache costs one query and no connection to storage (opening an S3 root
+    alone costs a quarter of a second).
+    """
     import logging
 
     from governance.errors import GovernanceError
     from governance.scan.metadata import prefetch_metadata
-    from governance.storage import open_store
 
+    on_demand = _StoreOnDemand(root_url, connection or {}) if store is None else None
     try:
-        if store is None:
-            conn = connection or {}
-            store = open_store(
-                root_url,
-                endpoint_url=conn.get("endpoint_url"),
-                profile=conn.get("profile"),
-                region=conn.get("region"),
-            )
-        return prefetch_metadata(engine, store, root_id)
+        read = prefetch_metadata(engine, store or cast(Store, on_demand), root_id)
+        if on_demand is not None and on_demand.error is not None:
+            raise on_demand.error
+        return read
     except GovernanceError as exc:
         logging.getLogger(__name__).warning(
             "%s: metadata files not read (%s); classifying from the cache", root_url, exc
         )
         return 0
+
+
+class _StoreOnDemand:
+    """The one `Store` method `prefetch_metadata` reads with, opening the root on first use.
+
+    Reads run in a thread pool: the first one opens the store under a lock; if opening
+    fails, every read fails with that error, which `refresh_metadata` then raises, as if
+    opening had failed up front (a GovernanceError: the root is out of reach).
+    """
+
+    def __init__(self, root_url: str, connection: dict[str, str]) -> None:
+        self.root_url = root_url
+        self.connection = connection
+        self.error: Exception | None = None
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> Store:
+        from governance.storage import open_store
+
+        with self._lock:
+            if self._store is None and self.error is None:
+                conn = self.connection
+                try:
+                    self._store = open_store(
+                        self.root_url,
+                        endpoint_url=conn.get("endpoint_url"),
+                        profile=conn.get("profile"),
+                        region=conn.get("region"),
+                    )
+                except Exception as exc:  # re-raised by refresh_metadata, as before
+                    self.error = exc
+            if self._store is None:
+                assert self.error is not None
+                raise self.error
+            return self._store
+
+    def read_bytes(self, key: str, max_bytes: int) -> bytes:
+        return self._open().read_bytes(key, max_bytes)

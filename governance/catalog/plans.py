@@ -12,13 +12,14 @@ Each action's object preconditions are stored as one JSON array of compact array
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from json import dumps
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.bulk import insert_many
 from governance.catalog.tables import (
@@ -90,8 +91,43 @@ def save_plan(engine: Engine, plan: Plan) -> None:
     """Write a whole plan in one transaction (a half-saved plan is never visible)."""
     with engine.begin() as conn:
         conn.execute(_P.insert(), [_header_row(plan)])
-        insert_many(conn, _A, (_action_row(plan.plan_id, a) for a in plan.actions))
-        insert_many(conn, _K, (_kept_row(plan.plan_id, i, k) for i, k in enumerate(plan.kept)))
+        pid = plan.plan_id
+        _insert_values(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
+        _insert_values(
+            conn, _K, _KEPT_COLUMNS, (_kept_values(pid, i, k) for i, k in enumerate(plan.kept))
+        )
+
+
+_CHUNK = 5000
+_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+def _insert_values(
+    conn: Connection, table: Any, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
+) -> None:
+    """Rows as plain tuples, `_CHUNK` at a time, through the DBAPI's executemany.
+
+    A plan has a row per action: Core's executemany of dicts processes every value of
+    every row (type by type), which costs more than writing them. Here the values are
+    already what the columns store (JSON as text, written with `json.dumps` as the JSON
+    type writes it; PostgreSQL casts the text to json itself).
+    """
+    mark = _PLACEHOLDERS.get(conn.dialect.paramstyle)
+    if mark is None:  # a driver of another paramstyle: let Core bind
+        insert_many(conn, table, (dict(zip(columns, row, strict=True)) for row in rows))
+        return
+    sql = (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([mark] * len(columns))})"
+    )
+    chunk: list[tuple[Any, ...]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= _CHUNK:
+            conn.exec_driver_sql(sql, chunk)
+            chunk = []
+    if chunk:
+        conn.exec_driver_sql(sql, chunk)
 
 
 def set_plan_status(engine: Engine, plan_id: str, status: PlanStatus) -> None:
@@ -122,7 +158,33 @@ def _header_row(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _action_row(plan_id: str, a: PlannedAction) -> dict[str, Any]:
+_ACTION_COLUMNS = (
+    "plan_id",
+    "action_id",
+    "rule",
+    "tier",
+    "action",
+    "destructive",
+    "artifact_uri",
+    "artifact_kind",
+    "artifact_run",
+    "artifact_step",
+    "root_url",
+    "storage_class",
+    "dest_url",
+    "reason",
+    "bytes",
+    "object_count",
+    "early_deletion_usd",
+    "request_cost_usd",
+    "monthly_cost_before_usd",
+    "monthly_cost_after_usd",
+    "objects",
+)
+
+
+def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
+    """One `plan_actions` row, in `_ACTION_COLUMNS` order."""
     root = a.artifact.root_url
     objects = [
         [
@@ -137,45 +199,63 @@ def _action_row(plan_id: str, a: PlannedAction) -> dict[str, Any]:
         ]
         for o in a.objects
     ]
-    return {
-        "plan_id": plan_id,
-        "action_id": a.id,
-        "rule": a.rule,
-        "tier": a.tier,
-        "action": ActionType(a.action).value,
-        "destructive": a.destructive,
-        "artifact_uri": a.artifact.uri,
-        "artifact_kind": a.artifact.kind,
-        "artifact_run": a.artifact.run,
-        "artifact_step": a.artifact.step,
-        "root_url": root,
-        "storage_class": a.storage_class,
-        "dest_url": a.dest_url,
-        "reason": a.reason,
-        "bytes": a.bytes,
-        "object_count": len(a.objects),
-        "early_deletion_usd": a.early_deletion_usd,
-        "request_cost_usd": a.request_cost_usd,
-        "monthly_cost_before_usd": a.monthly_cost_before_usd,
-        "monthly_cost_after_usd": a.monthly_cost_after_usd,
-        "objects": objects,
-    }
+    art = a.artifact
+    return (
+        plan_id,
+        a.id,
+        a.rule,
+        a.tier,
+        ActionType(a.action).value,
+        a.destructive,
+        art.uri,
+        art.kind,
+        art.run,
+        art.step,
+        root,
+        a.storage_class,
+        a.dest_url,
+        a.reason,
+        a.bytes,
+        len(a.objects),
+        a.early_deletion_usd,
+        a.request_cost_usd,
+        a.monthly_cost_before_usd,
+        a.monthly_cost_after_usd,
+        dumps(objects),
+    )
 
 
-def _kept_row(plan_id: str, seq: int, k: KeptArtifact) -> dict[str, Any]:
-    return {
-        "plan_id": plan_id,
-        "seq": seq,
-        "artifact_uri": k.artifact.uri,
-        "artifact_kind": k.artifact.kind,
-        "artifact_run": k.artifact.run,
-        "artifact_step": k.artifact.step,
-        "root_url": k.artifact.root_url,
-        "rule": k.rule,
-        "tier": k.tier,
-        "how": KeptHow(k.how).value,
-        "reason": k.reason,
-    }
+_KEPT_COLUMNS = (
+    "plan_id",
+    "seq",
+    "artifact_uri",
+    "artifact_kind",
+    "artifact_run",
+    "artifact_step",
+    "root_url",
+    "rule",
+    "tier",
+    "how",
+    "reason",
+)
+
+
+def _kept_values(plan_id: str, seq: int, k: KeptArtifact) -> tuple[Any, ...]:
+    """One `plan_kept` row, in `_KEPT_COLUMNS` order."""
+    art = k.artifact
+    return (
+        plan_id,
+        seq,
+        art.uri,
+        art.kind,
+        art.run,
+        art.step,
+        art.root_url,
+        k.rule,
+        k.tier,
+        KeptHow(k.how).value,
+        k.reason,
+    )
 
 
 def summary_to_dict(summary: PlanSummary) -> dict[str, Any]:

@@ -81,7 +81,7 @@ class Artifact:
 
     @property
     def bytes(self) -> int:
-        return sum(m.obj.size for m in self.members)
+        return sum([m.obj.size for m in self.members])
 
     @property
     def object_count(self) -> int:
@@ -89,7 +89,11 @@ class Artifact:
 
     @property
     def last_modified(self) -> datetime:
-        return max(m.obj.last_modified for m in self.members)
+        """The newest write among the members (asked for often: one list, no generator)."""
+        members = self.members
+        if len(members) == 1:
+            return members[0].obj.last_modified
+        return max([m.obj.last_modified for m in members])
 
     def components(self) -> dict[str, int]:
         """Bytes per component."""

@@ -1,6 +1,6 @@
 """build_plan: roots' classifications + policy + as_of -> a fingerprinted `Plan`. Pure.
 
-Groups are consumed one at a time (see `decide.decide_group`); only the actions and the
+Groups are consumed one at a time (see `decide.Decider`); only the actions and the
 kept list the plan outputs are held. The output is sorted canonically (root URL, artifact
 key, action order), so the same catalog, policy and `as_of` give the same plan whatever
 order the groups and artifacts arrive in (invariant 6).
@@ -26,7 +26,7 @@ from typing import Any
 
 from governance.model.types import Group
 from governance.plan.costs import GB
-from governance.plan.decide import decide_group
+from governance.plan.decide import Decider
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import deleted_bytes, refusal
 from governance.plan.types import (
@@ -132,6 +132,14 @@ def _fewer_collections(young: int = 10_000) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
+def _tally_classes(group: Group, class_bytes: Counter[str]) -> None:
+    """Add the group's bytes per storage class (an empty class is STANDARD) to the tally."""
+    for art in group.artifacts:
+        for m in art.members:
+            o = m.obj
+            class_bytes[o.storage_class or "STANDARD"] += o.size
+
+
 def _build(
     roots: Iterable[RootSnapshot],
     policy: Policy,
@@ -150,20 +158,20 @@ def _build(
     for root in roots:
         scans[root.url] = root.scan_id
         totals[root.url] = root.total_bytes
-        deleted.setdefault(root.url, 0)
+        removed = deleted.setdefault(root.url, 0)
+        decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
         for group in root.groups:
-            for art in group.artifacts:
-                for m in art.members:
-                    class_bytes[m.obj.storage_class or "STANDARD"] += m.obj.size
-            result = decide_group(group, root.url, root.supports_storage_classes, policy, as_of)
+            _tally_classes(group, class_bytes)
+            result = decider.decide(group)
             for d in result.decisions:
                 for a in d.actions:
                     actions.append(a)
-                    deleted[root.url] += deleted_bytes(a)
+                    removed += deleted_bytes(a)
                 if d.kept is not None:
                     kept.append(d.kept)
             for rule, what in result.not_applicable:
                 not_applicable[(root.url, rule, what)] += 1
+        deleted[root.url] = removed
     actions.sort(key=_action_sort_key)
     for i, a in enumerate(actions, start=1):
         a.id = i

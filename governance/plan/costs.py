@@ -8,7 +8,7 @@ Request prices are list prices too (re-check against the AWS price page).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from governance.plan.selectors import storage_class_of
@@ -95,22 +95,81 @@ def early_charge_usd(obj: ObjectRef, policy: Policy, as_of: datetime) -> float:
     return obj.size / GB * policy.price(cls) * remaining / DAYS_PER_MONTH
 
 
-def apply_costs(action: PlannedAction, policy: Policy, as_of: datetime) -> None:
+class Rates:
+    """A policy's figures per storage class name, looked up once per name for a whole plan:
+    the planner prices every object it acts on, and names are few.
+
+    `price` is `policy.price`; `early` is what `early_charge_usd` needs besides the object
+    (the class's minimum days, None outside `MIN_DAYS`, and its price).
+    """
+
+    __slots__ = ("_early", "_policy", "_price")
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self._price: dict[str | None, float] = {}
+        self._early: dict[str | None, tuple[int | None, float]] = {}
+
+    def price(self, storage_class: str | None) -> float:
+        found = self._price.get(storage_class)
+        if found is None:
+            found = self._price[storage_class] = self._policy.price(storage_class)
+        return found
+
+    def early(self, storage_class: str | None) -> tuple[int | None, float]:
+        found = self._early.get(storage_class)
+        if found is None:
+            cls = storage_class_of(storage_class)
+            minimum = MIN_DAYS.get(cls)
+            price = self._policy.price(cls) if minimum is not None else 0.0
+            found = self._early[storage_class] = (minimum, price)
+        return found
+
+
+def apply_costs(
+    action: PlannedAction, policy: Policy, as_of: datetime, rates: Rates | None = None
+) -> None:
     """Fill the cost fields of one action (before/after are for its objects only).
 
     Every action takes its objects out of their current class (deleted, moved colder or
-    copied away), so each one carries the early charge of the objects it touches.
+    copied away), so each one carries the early charge of the objects it touches. The
+    figures are `monthly_usd` and `early_charge_usd`, summed in the same order (the same
+    floats), with the prices of `rates` (one per plan).
     """
+    r = rates if rates is not None else Rates(policy)
     objs = action.objects
-    action.monthly_cost_before_usd = monthly_usd(objs, policy)
-    if action.action in (ActionType.TRANSITION, ActionType.ARCHIVE) and action.dest_url is None:
+    before: float = 0
+    early: float = 0
+    for o in objs:
+        before += o.size / GB * r.price(o.storage_class)
+        minimum, price = r.early(o.storage_class)
+        if minimum is None:
+            early += 0.0
+        else:
+            days_in = (as_of - o.last_modified).total_seconds() / 86_400
+            remaining = max(minimum - days_in, 0.0)
+            early += o.size / GB * price * remaining / DAYS_PER_MONTH
+    action.monthly_cost_before_usd = before
+    kind = action.action
+    if kind in _MOVING and action.dest_url is None:
         target = action.storage_class
-        action.monthly_cost_after_usd = monthly_usd(objs, policy, target)
+        action.monthly_cost_after_usd = _in_class(objs, r, target)
         action.request_cost_usd = len(objs) / 1000 * TRANSITION_USD_PER_1000.get(target or "", 0.0)
-    elif action.action is ActionType.ARCHIVE:
+    elif kind is ActionType.ARCHIVE:
         # the copy lands in the destination's default class; the source side is removed
-        action.monthly_cost_after_usd = monthly_usd(objs, policy, "STANDARD")
+        action.monthly_cost_after_usd = _in_class(objs, r, "STANDARD")
         action.request_cost_usd = len(objs) / 1000 * COPY_USD_PER_1000
     else:
         action.monthly_cost_after_usd = 0.0
-    action.early_deletion_usd = sum(early_charge_usd(o, policy, as_of) for o in objs)
+    action.early_deletion_usd = early
+
+
+_MOVING = (ActionType.TRANSITION, ActionType.ARCHIVE)
+
+
+def _in_class(objects: Sequence[ObjectRef], rates: Rates, target: str | None) -> float:
+    """`monthly_usd(objects, policy, target)` with the prices of `rates`."""
+    if target:
+        each = rates.price(target)
+        return sum(o.size / GB * each for o in objects)
+    return sum(o.size / GB * rates.price(o.storage_class) for o in objects)

@@ -11,15 +11,19 @@ Order of evaluation, per policy.md:
 5. invariant 1, a final guard: the newest complete checkpoint of a run that is not failed
    or abandoned is never deleted, whatever the policy says.
 
-Both `build_plan` and `explain` use `decide_group`; `trace=True` records the rules and
-tiers considered for each artifact (only `explain` pays for those strings).
+Both `build_plan` and `explain` use a `Decider` (`decide_group` makes one for one group);
+`trace=True` records the rules and tiers considered for each artifact (only `explain` pays
+for those strings). A Decider works out once per root what does not depend on the group
+(the rules' kinds, protected paths, prices) and once per group what does not depend on
+the artifact (which rules the run passes, the run's expiry wording), so the work per
+artifact is its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from governance.model.types import (
     Artifact,
@@ -32,9 +36,16 @@ from governance.model.types import (
     RunStatus,
 )
 from governance.plan import tiers as tiering
-from governance.plan.costs import MIN_TRANSITION_BYTES, apply_costs, coldness
-from governance.plan.protect import protection, shielded_from_expiry
-from governance.plan.selectors import Subject, artifact_age, describe, human_age, mismatch
+from governance.plan.costs import MIN_TRANSITION_BYTES, Rates, apply_costs, coldness
+from governance.plan.protect import Protector, shielded_from_expiry
+from governance.plan.selectors import (
+    Subject,
+    describe,
+    human_age,
+    mismatch,
+    per_artifact,
+    run_matches,
+)
 from governance.plan.types import (
     ActionType,
     ArtifactRef,
@@ -89,14 +100,27 @@ class GroupResult:
     not_applicable: list[tuple[str, str]]  # (rule, what): class changes on a filesystem root
 
 
-@dataclass(frozen=True, slots=True)
+_RuleView = tuple[int, Rule, bool, frozenset[Kind] | None, bool]
+"""(index, rule, has tiers, its kinds or None, needs a per-artifact `mismatch`)."""
+
+
+@dataclass(slots=True)
 class _Ctx:
+    """One group's decision: the Decider's figures, the run, and what the group shares."""
+
     policy: Policy
     as_of: datetime
     root_url: str
     classes: bool
     trace: bool
     not_applicable: list[tuple[str, str]]
+    rates: Rates
+    decider: Decider
+    run: Run | None
+    rules: list[_RuleView]  # the rules whose conditions on the run alone hold
+    owners: dict[Kind, tuple[Rule | None, int, bool]] = field(default_factory=dict)
+    """`_owner`'s answer per kind, when it depended on nothing else (no per-artifact look)."""
+    texts: dict[tuple[str, int], str] = field(default_factory=dict)  # reasons of the group
 
 
 def _label(a: Artifact) -> str:
@@ -144,7 +168,7 @@ def _action(
         storage_class=storage_class,
         dest_url=dest_url,
     )
-    apply_costs(action, ctx.policy, ctx.as_of)
+    apply_costs(action, ctx.policy, ctx.as_of, ctx.rates)
     d.actions.append(action)
     d.reason = d.reason or reason
     return action
@@ -191,14 +215,14 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
     s, art = d.subject, d.artifact
     not_due = ""
     if rule.expire is not None:
-        after = format_duration(rule.expire.after)
-        if rule.select.run_status is not None and run is not None:
+        by_run = rule.select.run_status is not None and run is not None
+        if by_run:
+            assert run is not None
             elapsed = ctx.as_of - run.last_write
-            what = f"run {run.name} ({run.status.value}) last written {human_age(elapsed)} ago"
         else:
-            elapsed, what = s.age, f"last written {human_age(s.age)} ago"
+            elapsed = s.age
         if elapsed >= rule.expire.after:
-            reason = f"expired: {what}, rule {rule.name} expires after {after}"
+            reason = _run_text(ctx, "expired", rule) if by_run else _expiry(ctx, rule, s, True)
             uploads = [m for m in art.members if m.obj.upload_id]
             plain = [m for m in art.members if not m.obj.upload_id]
             if uploads:
@@ -206,7 +230,7 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
             if plain:
                 _action(ctx, d, rule.name, None, ActionType.DELETE, plain, reason)
             return
-        not_due = f"not expired yet: {what}, rule {rule.name} expires after {after}"
+        not_due = _run_text(ctx, "not expired yet", rule) if by_run else _expiry(ctx, rule, s)
     if not rule.transition:
         d.reason = not_due
         return
@@ -234,6 +258,33 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
         _action(ctx, d, rule.name, None, ActionType.TRANSITION, move, reason, storage_class=target)
     else:
         d.reason = f"nothing to move: {reason}"
+
+
+def _expiry(ctx: _Ctx, rule: Rule, s: Subject, expired: bool = False) -> str:
+    """Whether (and why) the artifact expires by its own age: 'expired: ...' or 'not
+    expired yet: ...'."""
+    assert rule.expire is not None
+    head = "expired" if expired else "not expired yet"
+    what = f"last written {human_age(s.age)} ago"
+    return (
+        f"{head}: {what}, rule {rule.name} expires after {ctx.decider.duration(rule.expire.after)}"
+    )
+
+
+def _run_text(ctx: _Ctx, head: str, rule: Rule) -> str:
+    """`_expiry` for a rule measured from the run's last write: one string per group."""
+    memo = (head, id(rule))
+    found = ctx.texts.get(memo)
+    if found is not None:
+        return found
+    run = ctx.run
+    assert run is not None
+    assert rule.expire is not None
+    elapsed = ctx.as_of - run.last_write
+    what = f"run {run.name} ({run.status.value}) last written {human_age(elapsed)} ago"
+    after = ctx.decider.duration(rule.expire.after)
+    text = ctx.texts[memo] = f"{head}: {what}, rule {rule.name} expires after {after}"
+    return text
 
 
 def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> None:
@@ -353,6 +404,130 @@ def _guard_newest(decisions: list[Decision], run: Run | None) -> None:
     )
 
 
+class Decider:
+    """The decisions for the groups of one root under one policy at `as_of`.
+
+    `build_plan` makes one per root and feeds it every group; what does not depend on the
+    group is worked out here once (each rule's kinds and whether it needs a per-artifact
+    look, the protected paths that can match under the root, prices per storage class).
+    """
+
+    def __init__(self, policy: Policy, as_of: datetime, root_url: str, classes: bool) -> None:
+        self.policy = policy
+        self.as_of = as_of
+        self.root_url = root_url
+        self.classes = classes
+        self.rates = Rates(policy)
+        self.protector = Protector(policy.protect, root_url, as_of)
+        self._rules: list[_RuleView] = [
+            (
+                i,
+                r,
+                r.tiers is not None,
+                frozenset(r.select.kind) if r.select.kind is not None else None,
+                per_artifact(r.select),
+            )
+            for i, r in enumerate(policy.rules)
+        ]
+        self._durations: dict[timedelta, str] = {}
+
+    def duration(self, td: timedelta) -> str:
+        """`format_duration`, once per value (rules' durations are few)."""
+        text = self._durations.get(td)
+        if text is None:
+            text = self._durations[td] = format_duration(td)
+        return text
+
+    def decide(self, group: Group, *, trace: bool = False) -> GroupResult:
+        """Decide every artifact of one group; memory is bounded by the group."""
+        policy, as_of, root_url = self.policy, self.as_of, self.root_url
+        run = group.run
+        rules = [v for v in self._rules if run_matches(v[1].select, run)]
+        ctx = _Ctx(policy, as_of, root_url, self.classes, trace, [], self.rates, self, run, rules)
+        shield = shielded_from_expiry(policy.protect, run)
+        protector = self.protector
+        run_name = run.name if run is not None else None
+        decisions: list[Decision] = []
+        tier_members: dict[int, list[Decision]] = {}
+        for art in group.artifacts:
+            uri = root_url + art.key
+            s = Subject(art, run, uri, as_of - art.last_modified)
+            ref = ArtifactRef(
+                uri=uri,
+                kind=_KIND_NAME[art.kind],
+                run=run_name if run is not None else art.run,
+                step=art.step,
+                root_url=root_url,
+            )
+            d = Decision(art, ref, s, protected_by=protector(s))
+            decisions.append(d)
+            if trace:
+                owner, owner_index, skipped = _owner_traced(ctx, d, shield)
+            else:
+                owner, owner_index, skipped = self._owner(ctx, art.kind, s, shield)
+            d.rule = owner.name if owner is not None else None
+            in_flight = art.kind is Kind.CHECKPOINT and not art.complete
+            if in_flight:
+                why = art.completeness_reason or art.note or "incomplete"
+                d.keep(d.rule, None, KeptHow.IN_FLIGHT, f"in flight: incomplete checkpoint ({why})")
+            elif owner is not None and owner.tiers is not None:
+                tier_members.setdefault(owner_index, []).append(d)
+            elif d.protected_by is not None:
+                d.keep(d.rule, None, KeptHow.PROTECTED, f"protected: {d.protected_by}")
+            elif owner is None:
+                if skipped and shield is not None:
+                    d.keep(None, None, KeptHow.PROTECTED, f"protected: {shield}")
+                else:
+                    d.reason = "no rule matches"
+            else:
+                _expire_or_transition(ctx, d, owner, run)
+        for index in sorted(tier_members):
+            _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
+        _guard_newest(decisions, run)
+        for d in decisions:
+            if (
+                d.kept is None
+                and d.artifact.kind is Kind.CHECKPOINT
+                and not any(a.action is ActionType.DELETE for a in d.actions)
+            ):
+                how = KeptHow.NO_RULE if d.rule is None else KeptHow.RULE_KEEPS
+                d.keep(d.rule, None, how, d.reason or "kept")
+        return GroupResult(decisions, ctx.not_applicable)
+
+    def _owner(
+        self, ctx: _Ctx, kind: Kind, s: Subject, shield: str | None
+    ) -> tuple[Rule | None, int, bool]:
+        """`_owner_traced` without the trace: a rule owns the artifact when its selector
+        matches: its kinds, the run's answer for the group, then `mismatch` only for
+        selectors with per-artifact conditions. Without those the answer depends on the
+        kind alone and is kept for the group."""
+        found = ctx.owners.get(kind)
+        if found is not None:
+            return found
+        skipped = False
+        by_kind = True
+        result: tuple[Rule | None, int, bool] | None = None
+        for i, rule, tiered, wanted, looks in ctx.rules:
+            if (tiered and kind is not Kind.CHECKPOINT) or (
+                wanted is not None and kind not in wanted
+            ):
+                continue
+            if looks:
+                by_kind = False
+                if mismatch(rule.select, s) is not None:
+                    continue
+            if not tiered and shield is not None:
+                skipped = True
+                continue
+            result = (rule, i, skipped)
+            break
+        if result is None:
+            result = (None, -1, skipped)
+        if by_kind:
+            ctx.owners[kind] = result
+        return result
+
+
 def decide_group(
     group: Group,
     root_url: str,
@@ -363,79 +538,29 @@ def decide_group(
     trace: bool = False,
 ) -> GroupResult:
     """Decide every artifact of one group; memory is bounded by the group."""
-    ctx = _Ctx(policy, as_of, root_url, classes, trace, [])
-    run = group.run
-    shield = shielded_from_expiry(policy.protect, run)
-    decisions: list[Decision] = []
-    tier_members: dict[int, list[Decision]] = {}
-    for art in group.artifacts:
-        uri = root_url + art.key
-        s = Subject(art, run, uri, artifact_age(art, as_of))
-        ref = ArtifactRef(
-            uri=uri,
-            kind=_KIND_NAME[art.kind],
-            run=run.name if run is not None else art.run,
-            step=art.step,
-            root_url=root_url,
-        )
-        d = Decision(art, ref, s, protected_by=protection(policy.protect, s, as_of))
-        decisions.append(d)
-        owner, owner_index, skipped = _owner(ctx, d, shield)
-        d.rule = owner.name if owner is not None else None
-        in_flight = art.kind is Kind.CHECKPOINT and not art.complete
-        if in_flight:
-            why = art.completeness_reason or art.note or "incomplete"
-            d.keep(d.rule, None, KeptHow.IN_FLIGHT, f"in flight: incomplete checkpoint ({why})")
-        elif owner is not None and owner.tiers is not None:
-            tier_members.setdefault(owner_index, []).append(d)
-        elif d.protected_by is not None:
-            d.keep(d.rule, None, KeptHow.PROTECTED, f"protected: {d.protected_by}")
-        elif owner is None:
-            if skipped and shield is not None:
-                d.keep(None, None, KeptHow.PROTECTED, f"protected: {shield}")
-            else:
-                d.reason = "no rule matches"
-        else:
-            _expire_or_transition(ctx, d, owner, run)
-    for index in sorted(tier_members):
-        _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
-    _guard_newest(decisions, run)
-    for d in decisions:
-        if (
-            d.kept is None
-            and d.artifact.kind is Kind.CHECKPOINT
-            and not any(a.action is ActionType.DELETE for a in d.actions)
-        ):
-            how = KeptHow.NO_RULE if d.rule is None else KeptHow.RULE_KEEPS
-            d.keep(d.rule, None, how, d.reason or "kept")
-    return GroupResult(decisions, ctx.not_applicable)
+    return Decider(policy, as_of, root_url, classes).decide(group, trace=trace)
 
 
-def _owner(ctx: _Ctx, d: Decision, shield: str | None) -> tuple[Rule | None, int, bool]:
-    """The first rule that owns the artifact, its index, and whether a rule skipped it."""
+def _owner_traced(ctx: _Ctx, d: Decision, shield: str | None) -> tuple[Rule | None, int, bool]:
+    """The first rule that owns the artifact, its index, and whether a rule skipped it,
+    with every rule considered recorded on the decision."""
     skipped = False
     rules = ctx.policy.rules
     for i, rule in enumerate(rules):
         if rule.tiers is not None and d.artifact.kind is not Kind.CHECKPOINT:
-            if ctx.trace:
-                d.rules_considered.append(
-                    (rule.name, "not matched: tiers apply to checkpoints only")
-                )
+            d.rules_considered.append((rule.name, "not matched: tiers apply to checkpoints only"))
             continue
         why = mismatch(rule.select, d.subject)
         if why is not None:
-            if ctx.trace:
-                d.rules_considered.append((rule.name, f"not matched: {why}"))
+            d.rules_considered.append((rule.name, f"not matched: {why}"))
             continue
         if rule.tiers is None and shield is not None:
             skipped = True
-            if ctx.trace:
-                d.rules_considered.append((rule.name, f"matched but skipped: {shield}"))
+            d.rules_considered.append((rule.name, f"matched but skipped: {shield}"))
             continue
-        if ctx.trace:
-            d.rules_considered.append((rule.name, f"matched ({describe(rule.select)}): owns it"))
-            d.rules_considered += [
-                (r.name, "not reached: an earlier rule owns it") for r in rules[i + 1 :]
-            ]
+        d.rules_considered.append((rule.name, f"matched ({describe(rule.select)}): owns it"))
+        d.rules_considered += [
+            (r.name, "not reached: an earlier rule owns it") for r in rules[i + 1 :]
+        ]
         return rule, i, skipped
     return None, -1, skipped

@@ -27,7 +27,7 @@ from json.encoder import (
     encode_basestring_ascii,
 )
 
-from governance.plan.types import KeptArtifact, PlannedAction
+from governance.plan.types import KeptArtifact, ObjectRef, PlannedAction
 
 _Enc = Callable[[str], str]
 _ASCII: _Enc = encode_basestring_ascii
@@ -41,7 +41,7 @@ def _s(enc: _Enc, value: str | None) -> str:
 def _action_text(a: PlannedAction, enc: _Enc) -> str:
     """One action's document (keys in sorted order: action, artifact, dest_url, objects,
     rule, storage_class, tier), as json.dumps with sort_keys and compact separators."""
-    rows = sorted(a.objects, key=lambda o: (o.uri, o.version_id or ""))
+    rows = a.objects if len(a.objects) < 2 else sorted(a.objects, key=_object_order)
     objects = ",".join(
         f"[{enc(o.uri)},{o.size!r},{enc(o.etag)},{_s(enc, o.version_id)}]" for o in rows
     )
@@ -50,6 +50,10 @@ def _action_text(a: PlannedAction, enc: _Enc) -> str:
         f'"dest_url":{_s(enc, a.dest_url)},"objects":[{objects}],"rule":{enc(a.rule)},'
         f'"storage_class":{_s(enc, a.storage_class)},"tier":{_s(enc, a.tier)}}}'
     )
+
+
+def _object_order(o: ObjectRef) -> tuple[str, str]:
+    return (o.uri, o.version_id or "")
 
 
 def _kept_text(k: KeptArtifact, enc: _Enc) -> str:

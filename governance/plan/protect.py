@@ -86,6 +86,11 @@ def _may_match(pattern: str, prefix: str, uri: str) -> bool:
     with `prefix` and the glob's literal head leads elsewhere."""
     if not uri.rstrip("/").startswith(prefix):
         return True  # an empty artifact key: be exact, test every candidate
+    return _may_match_under(pattern, prefix)
+
+
+def _may_match_under(pattern: str, prefix: str) -> bool:
+    """Whether some string starting with `prefix` may match the glob, by its literal head."""
     head = _HEADS.get(pattern)
     if head is None:
         head = _HEADS[pattern] = _literal_head(pattern)
@@ -93,6 +98,41 @@ def _may_match(pattern: str, prefix: str, uri: str) -> bool:
 
 
 _HEADS: dict[str, str] = {}
+
+
+class Protector:
+    """`protection` for the artifacts of one root, with what does not depend on the artifact
+    decided once: most artifacts are plainly unprotected (old enough, untagged, under no
+    protected path of this root), and those cost a few comparisons; any other goes
+    through `protection` itself, so the answer is always its answer."""
+
+    __slots__ = ("_as_of", "_locks", "_paths", "_protect", "_root_url", "_tags")
+
+    def __init__(self, protect: Protect, root_url: str, as_of: datetime) -> None:
+        self._protect = protect
+        self._as_of = as_of
+        self._root_url = root_url
+        self._tags = bool(protect.tags)
+        self._locks = _LOCK_FIELDS
+        # True: some protected path may match under this root, test them all as
+        # `protection` does; None: none can match an artifact whose key is not empty.
+        self._paths: bool | None = False
+        if protect.paths:
+            under = any(_may_match_under(p, root_url) for p in protect.paths)
+            self._paths = True if under else None
+
+    def __call__(self, s: Subject) -> str | None:
+        """The reason `s` (an artifact of this root) is protected, or None."""
+        if s.age < self._protect.min_age or self._paths or self._locks:
+            return protection(self._protect, s, self._as_of)
+        if self._paths is None and not s.uri.rstrip("/").startswith(self._root_url):
+            return protection(self._protect, s, self._as_of)  # an empty key: be exact
+        tags = self._tags
+        for m in s.artifact.members:
+            o = m.obj
+            if (tags and o.tags) or type(o) is not CatalogObject:  # tagged, or may be locked
+                return protection(self._protect, s, self._as_of)
+        return None
 
 
 def shielded_from_expiry(protect: Protect, run: Run | None) -> str | None:

@@ -97,6 +97,34 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
     return None
 
 
+def run_matches(sel: Selector, run: Run | None) -> bool:
+    """Whether the conditions of `sel` on the run alone (run, run_status, attributes) hold:
+    one answer for every artifact of the run, where `mismatch` asks per artifact."""
+    if sel.run is not None and (run is None or not glob_match(sel.run, run.name)):
+        return False
+    status = run.status if run is not None else RunStatus.UNKNOWN
+    if sel.run_status is not None and status not in sel.run_status:
+        return False
+    for key, globs in sel.attributes.items():
+        value = run.attributes.get(key) if run is not None else None
+        if value is None or not any(glob_match(g, value) for g in globs):
+            return False
+    return True
+
+
+def per_artifact(sel: Selector) -> bool:
+    """Whether `sel` has conditions besides kind and the run's (path, tags, sizes, age,
+    storage class): only then must each artifact go through `mismatch`."""
+    return not (
+        sel.path is None
+        and sel.tags is None
+        and sel.min_size is None
+        and sel.max_size is None
+        and sel.older_than is None
+        and sel.storage_class is None
+    )
+
+
 def describe(sel: Selector) -> str:
     """The selector as a short phrase for 'matched' explanations."""
     parts: list[str] = []

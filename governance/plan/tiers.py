@@ -12,7 +12,7 @@ to the later write, then the key, so the result never depends on input order.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,20 +22,29 @@ from governance.policy.models import Tier
 from governance.policy.units import format_duration
 
 OrderKey = Callable[[Artifact], tuple[Any, ...]]
+Written = Mapping[int, datetime]
+"""`id(checkpoint)` -> its `last_modified`, taken once per call: the property is a max
+over the checkpoint's objects, and sorting and bucketing would ask for it again and again."""
 
 
-def order_key(checkpoints: Sequence[Artifact]) -> OrderKey:
+def written(checkpoints: Iterable[Artifact]) -> dict[int, datetime]:
+    """The `Written` map of these checkpoints."""
+    return {id(c): c.last_modified for c in checkpoints}
+
+
+def order_key(checkpoints: Sequence[Artifact], when: Written | None = None) -> OrderKey:
     """Newest = highest step when every checkpoint has a step, else the latest write."""
+    at = when if when is not None else written(checkpoints)
     if checkpoints and all(c.step is not None for c in checkpoints):
-        return lambda c: (c.step, c.last_modified, c.key)
-    return lambda c: (c.last_modified, c.key)
+        return lambda c: (c.step, at[id(c)], c.key)
+    return lambda c: (at[id(c)], c.key)
 
 
-def newest(checkpoints: Sequence[Artifact]) -> Artifact | None:
+def newest(checkpoints: Sequence[Artifact], when: Written | None = None) -> Artifact | None:
     """The newest checkpoint by `order_key` (None for an empty list)."""
     if not checkpoints:
         return None
-    return max(checkpoints, key=order_key(checkpoints))
+    return max(checkpoints, key=order_key(checkpoints, when))
 
 
 def _label(c: Artifact) -> str:
@@ -59,12 +68,14 @@ def _bucket_range(step: int, k: int) -> str:
     return f"{lo}-{lo + k - 1}"
 
 
-def _tier_select(tier: Tier, candidates: list[Artifact], run: Run | None) -> dict[str, list[str]]:
+def _tier_select(
+    tier: Tier, candidates: list[Artifact], run: Run | None, at: Written
+) -> dict[str, list[str]]:
     """checkpoint key -> why this tier selects it (several keys: several reasons)."""
     chosen: dict[str, list[str]] = {}
     if not candidates:
         return chosen
-    key = order_key(candidates)
+    key = order_key(candidates, at)
     ordered = sorted(candidates, key=key, reverse=True)
     within = f" within {format_duration(tier.max_age)}" if tier.max_age is not None else ""
 
@@ -83,11 +94,7 @@ def _tier_select(tier: Tier, candidates: list[Artifact], run: Run | None) -> dic
             if c.step is None:
                 continue
             held = buckets.get(c.step // k)
-            if held is None or (c.step, c.last_modified, c.key) > (
-                held[0],
-                held[1].last_modified,
-                held[1].key,
-            ):
+            if held is None or (c.step, at[id(c)], c.key) > (held[0], at[id(held[1])], held[1].key):
                 buckets[c.step // k] = (c.step, c)
         for step, c in buckets.values():
             add(c, f"step {step} is kept as the newest in bucket {_bucket_range(step, k)}")
@@ -97,10 +104,10 @@ def _tier_select(tier: Tier, candidates: list[Artifact], run: Run | None) -> dic
     ):
         if count is None:
             continue
-        by_time = sorted(candidates, key=lambda c: (c.last_modified, key(c)), reverse=True)
+        by_time = sorted(candidates, key=lambda c: (at[id(c)], key(c)), reverse=True)
         seen: dict[str, Artifact] = {}
         for c in by_time:
-            label = fmt(c.last_modified)
+            label = fmt(at[id(c)])
             if label not in seen and len(seen) < count:
                 seen[label] = c
         for label, c in seen.items():
@@ -110,14 +117,18 @@ def _tier_select(tier: Tier, candidates: list[Artifact], run: Run | None) -> dic
     if "final" in tier.keep and run is not None and run.status is RunStatus.COMPLETED:
         add(ordered[0], f"{_label(ordered[0])} is the final checkpoint of the completed run")
     if "best" in tier.keep and tier.best_metric is not None:
-        best = best_checkpoint(candidates, tier.best_metric.name, tier.best_metric.mode, run)
+        best = best_checkpoint(candidates, tier.best_metric.name, tier.best_metric.mode, run, at)
         if best is not None:
             add(best[0], best[1])
     return chosen
 
 
 def best_checkpoint(
-    candidates: Sequence[Artifact], metric: str, mode: str, run: Run | None
+    candidates: Sequence[Artifact],
+    metric: str,
+    mode: str,
+    run: Run | None,
+    when: Written | None = None,
 ) -> tuple[Artifact, str] | None:
     """The best checkpoint by `metric` (tie: the newer), with the reason.
 
@@ -130,7 +141,7 @@ def best_checkpoint(
         if metric in c.metrics and not math.isnan(c.metrics[metric])
     ]
     if scored:
-        key = order_key(candidates)
+        key = order_key(candidates, when)
         sign = 1.0 if mode == "max" else -1.0
         c, value = max(scored, key=lambda cv: (sign * cv[1], key(cv[0])))
         return c, f"{_label(c)} has the best {metric} ({value:g}, {mode})"
@@ -151,12 +162,14 @@ def select(
 ) -> TierOutcome:
     """Run every tier over a run's complete checkpoints that one rule owns."""
     out = TierOutcome()
+    at = written(checkpoints)
     for index, tier in enumerate(tiers):
         if tier.max_age is None:
             candidates = list(checkpoints)
         else:
-            candidates = [c for c in checkpoints if as_of - c.last_modified <= tier.max_age]
-        chosen = _tier_select(tier, candidates, run)
+            oldest = tier.max_age
+            candidates = [c for c in checkpoints if as_of - at[id(c)] <= oldest]
+        chosen = _tier_select(tier, candidates, run, at)
         for key, whys in chosen.items():
             out.picks.setdefault(key, []).append((index, "; ".join(whys)))
         if not trace:

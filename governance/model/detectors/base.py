@@ -64,6 +64,9 @@ class Context:
     _texts: dict[int, tuple[CatalogObject, str]] = field(default_factory=dict, repr=False)
     """`read_text` answers by object (many checkpoints consult one `latest`); misses are
     not kept, so a passing read failure is retried as before."""
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
+    """What a detector derives from a file the group's units share (DeepSpeed's `latest`
+    as a step), keyed by the detector; like `_texts`, only answers from a read are kept."""
 
     def lookup(self, key: str) -> CatalogObject | None:
         """An object by key: from this group, else from the trackers seen in pass one."""

@@ -66,23 +66,59 @@ def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
 
 def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
     """Does `<save_dir>/latest` (or `latest_universal`) name this tag or a later one?"""
-    save_dir = parent(unit)
-    tag = basename(unit)
+    head, sep, tag = unit.rstrip("/").rpartition("/")
+    save_dir = head + sep  # `parent(unit)`, and `tag` is `basename(unit)`
     tracker_name = "latest_universal" if tag.endswith("_universal") else "latest"
-    tracker = ctx.lookup(save_dir + tracker_name)
-    if tracker is None:
-        return Verdict(False, f"no {tracker_name} file in {save_dir or 'the root'}")
-    named = ctx.read_text(tracker)
+    named = _tracker_tag(save_dir + tracker_name, ctx)
     if named is None:
+        if ctx.lookup(save_dir + tracker_name) is None:
+            return Verdict(False, f"no {tracker_name} file in {save_dir or 'the root'}")
         return Verdict(True, f"{tracker_name} present (unread)")
-    if named == tag:
+    text, named_step = named
+    if text == tag:
         return Verdict(True, f"{tracker_name} names {tag}")
-    m = _TAG_STEP.search(named)
-    if m and step is not None:
-        if int(m.group(1)) >= step:
-            return Verdict(True, f"{tracker_name} names later tag {named}")
-        return Verdict(False, f"newer than {tracker_name} ({named}): save not finished")
-    return Verdict(True, f"{tracker_name} names {named} (not comparable)")
+    if named_step is not None and step is not None:
+        if named_step >= step:
+            return _later(tracker_name, text)
+        return _unfinished(tracker_name, text)
+    return Verdict(True, f"{tracker_name} names {text} (not comparable)")
+
+
+def _tracker_tag(key: str, ctx: Context) -> tuple[str, int | None] | None:
+    """The tag a tracker file names and its step, read once per group (None: no file, or
+    unread; not kept, so a passing read failure is retried as before)."""
+    memo_key = ("deepspeed", key)
+    found: tuple[str, int | None] | None = ctx.memo.get(memo_key)
+    if found is not None:
+        return found
+    tracker = ctx.lookup(key)
+    if tracker is None:
+        return None
+    text = ctx.read_text(tracker)
+    if text is None:
+        return None
+    m = _TAG_STEP.search(text)
+    found = ctx.memo[memo_key] = (text, int(m.group(1)) if m else None)
+    return found
+
+
+@lru_cache(maxsize=1024)  # one per save folder state: shared by the tags it names later
+def _later(tracker_name: str, named: str) -> Verdict:
+    return Verdict(True, f"{tracker_name} names later tag {named}")
+
+
+@lru_cache(maxsize=1024)
+def _unfinished(tracker_name: str, named: str) -> Verdict:
+    return Verdict(False, f"newer than {tracker_name} ({named}): save not finished")
+
+
+@lru_cache(maxsize=4096)  # the verdicts are shared (see above): so are their combinations
+def _combined(ranks: Verdict, latest: Verdict) -> Verdict:
+    """Complete when both are; the reason lists the problems, else both reasons."""
+    verdicts = (ranks, latest)
+    problems = [v.reason for v in verdicts if not v.complete]
+    reason = "; ".join(problems) if problems else "; ".join(v.reason for v in verdicts)
+    return Verdict(not problems, reason)
 
 
 class DeepSpeedDetector(Detector):
@@ -118,11 +154,9 @@ class DeepSpeedDetector(Detector):
             )
         m = _TAG_STEP.search(basename(unit))
         step = int(m.group(1)) if m else None
-        names = [o.key[len(unit) :] for o in members]
-        verdicts = (ranks_verdict(names), latest_verdict(unit, step, ctx))
-        problems = [v.reason for v in verdicts if not v.complete]
-        reason = "; ".join(problems) if problems else "; ".join(v.reason for v in verdicts)
-        verdict = Verdict(not problems, reason)
+        n = len(unit)
+        names = tuple([o.key[n:] for o in members])
+        verdict = _combined(_ranks_verdict(names), latest_verdict(unit, step, ctx))
         return artifact(
             unit, Kind.CHECKPOINT, self.layout, members, ds_component, step=step, verdict=verdict
         )
