@@ -30,7 +30,7 @@ from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.approval_tables import AuditEventRow
-from governance.catalog.bulk import insert_many
+from governance.catalog.bulk import insert_rows
 
 _E = AuditEventRow.__table__  # type: ignore[attr-defined]
 
@@ -196,7 +196,7 @@ def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
     last_id, last_hash = _last(conn)
     default_at = datetime.now(UTC)
 
-    def chained() -> Iterator[dict[str, Any]]:
+    def chained() -> Iterator[tuple[Any, ...]]:
         id_, prev = last_id, last_hash
         for row in rows:
             _check_name(row.event)
@@ -204,20 +204,14 @@ def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
             payload = normalize_payload(row.payload)
             id_ += 1
             digest = event_hash(id_, at, row.event, row.actor, row.plan_id, payload, prev)
-            yield {
-                "id": id_,
-                "at": at,
-                "event": row.event,
-                "actor": row.actor,
-                "plan_id": row.plan_id,
-                "payload": payload,
-                "prev_hash": prev,
-                "hash": digest,
-            }
+            yield (id_, at, row.event, row.actor, row.plan_id, payload, prev, digest)
             prev = digest
 
-    count = insert_many(conn, _E, chained())
+    count = insert_rows(conn, _E, _COLUMNS, chained())
     return range(last_id + 1, last_id + 1 + count)
+
+
+_COLUMNS = ("id", "at", "event", "actor", "plan_id", "payload", "prev_hash", "hash")
 
 
 def record_now(engine: Engine, event: str, **kw: Any) -> int:

@@ -217,21 +217,25 @@ class ActionRunner:
             return Item(action.id, root, key)
         return Item(action.id, root, key, self.quarantine_root(root), f"{self.plan_id}/{key}")
 
-    def _pending_row(self, action: PlannedAction, key: str, size: int, etag: str) -> dict[str, Any]:
+    def _pending_row(
+        self, action: PlannedAction, key: str, size: int, etag: str
+    ) -> tuple[Any, ...]:
+        """A `removed_objects` row in journal.PENDING_COLUMNS order."""
         item = self._item(action, key)
-        return {
-            "plan_id": self.plan_id,
-            "action_id": action.id,
-            "execution_id": self.execution_id,
-            "artifact_uri": action.artifact.uri,
-            "root_url": action.artifact.root_url,
-            "key": key,
-            "size": size,
-            "etag": etag,
-            "mode": self.config.delete_mode,
-            "quarantine_root": item.quarantine_root,
-            "quarantine_key": item.quarantine_key,
-        }
+        return (
+            self.plan_id,
+            action.id,
+            self.execution_id,
+            action.artifact.uri,
+            action.artifact.root_url,
+            key,
+            size,
+            etag,
+            self.config.delete_mode,
+            item.quarantine_root,
+            item.quarantine_key,
+            "pending",
+        )
 
     def _outcome(self, check: Check, errors: Mapping[int, str]) -> ActionOutcome:
         if check.skip is not None:

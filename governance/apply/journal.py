@@ -19,11 +19,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from governance.apply.types import ActionOutcome, ExecutionSummary, Outcome
+from governance.catalog.bulk import bind_processors, execute_rows, insert_rows
 from governance.catalog.execution_tables import (
     ActionResultRow,
     ApplyLockRow,
@@ -199,30 +200,45 @@ def final_actions(engine: Engine, plan_id: str) -> dict[int, int]:
         return {int(a): int(e) for a, e in rows}
 
 
+RESULT_COLUMNS = (
+    "execution_id",
+    "action_id",
+    "plan_id",
+    "action",
+    "artifact_uri",
+    "outcome",
+    "final",
+    "reason",
+    "objects",
+    "bytes",
+    "finished_at",
+)
+
+
 def result_rows(
     execution_id: int, plan_id: str, results: Iterable[ActionOutcome], now: datetime
-) -> list[dict[str, Any]]:
+) -> list[tuple[Any, ...]]:
+    """`action_results` rows in RESULT_COLUMNS order."""
     return [
-        {
-            "execution_id": execution_id,
-            "action_id": r.action_id,
-            "plan_id": plan_id,
-            "action": r.action,
-            "artifact_uri": r.artifact_uri,
-            "outcome": r.outcome.value,
-            "final": r.final,
-            "reason": r.reason,
-            "objects": r.objects,
-            "bytes": r.bytes,
-            "finished_at": now,
-        }
+        (
+            execution_id,
+            r.action_id,
+            plan_id,
+            r.action,
+            r.artifact_uri,
+            r.outcome.value,
+            r.final,
+            r.reason,
+            r.objects,
+            r.bytes,
+            now,
+        )
         for r in results
     ]
 
 
-def write_results(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
-        conn.execute(insert(R), list(rows))
+def write_results(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    insert_rows(conn, R, RESULT_COLUMNS, rows)
 
 
 def finish_execution(
@@ -332,9 +348,25 @@ def pending_removals(
         return {(int(r["action_id"]), str(r["key"])): dict(r) for r in rows}
 
 
-def insert_pending(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
-        conn.execute(insert(O), [r | {"state": "pending"} for r in rows])
+PENDING_COLUMNS = (
+    "plan_id",
+    "action_id",
+    "execution_id",
+    "artifact_uri",
+    "root_url",
+    "key",
+    "size",
+    "etag",
+    "mode",
+    "quarantine_root",
+    "quarantine_key",
+    "state",
+)
+
+
+def insert_pending(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """`removed_objects` rows in state `pending`, in PENDING_COLUMNS order (state last)."""
+    insert_rows(conn, O, PENDING_COLUMNS, rows)
 
 
 def mark_removed(
@@ -349,24 +381,13 @@ def mark_removed(
     """Pending rows (action id, key, marker version) become `removed`."""
     if not removed:
         return
-    conn.execute(
-        update(O)
-        .where(
-            and_(
-                O.c.plan_id == plan_id,
-                O.c.action_id == bindparam("b_action"),
-                O.c.key == bindparam("b_key"),
-                O.c.state == "pending",
-            )
-        )
-        .values(
-            state="removed",
-            execution_id=execution_id,
-            marker_version_id=bindparam("b_marker"),
-            removed_at=now,
-            purge_after=purge_after,
-        ),
-        [{"b_action": a, "b_key": k, "b_marker": m} for a, k, m in removed],
+    when = bind_processors(conn, O, ("removed_at", "purge_after"))((now, purge_after))
+    execute_rows(
+        conn,
+        "UPDATE removed_objects SET state = 'removed', execution_id = {p}, "
+        "marker_version_id = {p}, removed_at = {p}, purge_after = {p} "
+        "WHERE plan_id = {p} AND action_id = {p} AND key = {p} AND state = 'pending'",
+        [(execution_id, m, *when, plan_id, a, k) for a, k, m in removed],
     )
 
 
@@ -374,14 +395,9 @@ def drop_pending(conn: Connection, plan_id: str, keys: Sequence[tuple[int, str]]
     """Pending rows of objects that were not removed after all (their action failed)."""
     if not keys:
         return
-    conn.execute(
-        delete(O).where(
-            and_(
-                O.c.plan_id == plan_id,
-                O.c.action_id == bindparam("b_action"),
-                O.c.key == bindparam("b_key"),
-                O.c.state == "pending",
-            )
-        ),
-        [{"b_action": a, "b_key": k} for a, k in keys],
+    execute_rows(
+        conn,
+        "DELETE FROM removed_objects "
+        "WHERE plan_id = {p} AND action_id = {p} AND key = {p} AND state = 'pending'",
+        [(plan_id, a, k) for a, k in keys],
     )
