@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -109,9 +110,30 @@ def normalize_payload(payload: dict[str, Any] | None) -> dict[str, Any]:
     """
     if not payload:
         return {}
+    if _plain(payload):  # already what a JSON column reads back (most events): no round trip
+        return payload
     text_ = json.dumps(payload, default=_json_default, allow_nan=False, ensure_ascii=False)
     normalized: dict[str, Any] = json.loads(text_)
     return normalized
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Whether JSON would give `value` back equal and of the same types: str-keyed dicts,
+    lists, strings, ints, bools, None and finite floats only (no tuples, sets, datetimes,
+    enums or subclasses, which the round trip changes)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain(v) for v in value)
+    return False
 
 
 def iso(moment: datetime) -> str:

@@ -10,7 +10,7 @@ recoverable (see `preconditions`). An action is ok only if every one of its obje
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -62,9 +62,14 @@ class ActionRunner:
     stores: StoreFactory
     concurrency: int
     clock: Callable[[], datetime]
+    _quarantine_roots: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def quarantine_root(self, root_url: str) -> str:
-        return normalize_url(self.config.quarantine_url_for(root_url))
+        found = self._quarantine_roots.get(root_url)
+        if found is None:  # once per root, not once per object
+            found = normalize_url(self.config.quarantine_url_for(root_url))
+            self._quarantine_roots[root_url] = found
+        return found
 
     def run(
         self, engine: Engine, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
@@ -259,19 +264,24 @@ class ActionRunner:
         a = check.action
         n = _objects(len(a.objects))
         resumed = f" ({len(check.already)} by an interrupted apply)" if check.already else ""
-        mode = self.config.delete_mode
-        where = {
-            "quarantine": f"moved to {self.quarantine_root(a.artifact.root_url)}{self.plan_id}/",
-            "versioned": "deleted (delete markers recorded: restorable)",
-            "permanent": "deleted permanently",
-        }[mode]
         if a.action is ActionType.ABORT_UPLOAD:
             return f"{len(a.objects)} incomplete upload(s) aborted"
         if in_place_class(a) is not None:
             return f"{n} now in {a.storage_class}{resumed}"
+        mode = self.config.delete_mode
+        if mode == "quarantine":
+            where = f"moved to {self.quarantine_root(a.artifact.root_url)}{self.plan_id}/"
+        else:
+            where = _REMOVED_HOW[mode]
         if a.action is ActionType.ARCHIVE:
             return f"{n} copied to {a.dest_url}, then {where}{resumed}"
         return f"{n} {where}{resumed}"
+
+
+_REMOVED_HOW = {
+    "versioned": "deleted (delete markers recorded: restorable)",
+    "permanent": "deleted permanently",
+}
 
 
 def removes_objects(action: PlannedAction) -> bool:

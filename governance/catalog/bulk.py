@@ -5,6 +5,7 @@ and set-based merges, so no Python object is built per catalog row.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -228,16 +229,27 @@ def bind_processors(
     type by column type, as Core would (JSON's None included)."""
     dialect = conn.dialect
     processors = [
-        table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns
+        (i, proc)
+        for i, name in enumerate(columns)
+        if (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect)) is not None
     ]
-    if not any(processors):
+    if not processors:
         return tuple
+    # A batch repeats one `now` in every row: bind a column's last datetime only once.
+    last: dict[int, tuple[Any, Any]] = {}
 
     def bind(row: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(
-            value if proc is None else proc(value)
-            for proc, value in zip(processors, row, strict=True)
-        )
+        values = list(row)
+        for i, proc in processors:
+            value = values[i]
+            seen = last.get(i)
+            if seen is not None and seen[0] is value:
+                values[i] = seen[1]
+                continue
+            values[i] = bound = proc(value)
+            if type(value) is datetime:  # immutable: safe to reuse by identity
+                last[i] = (value, bound)
+        return tuple(values)
 
     return bind
 

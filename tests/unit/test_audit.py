@@ -7,10 +7,13 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from governance import audit
+from governance.apply.types import Outcome
 from governance.audit import GENESIS, NewEvent, event_hash, record, record_many, record_now
 from governance.catalog.engine import open_engine
 from tests.catalogs import catalog_url  # noqa: F401
@@ -168,3 +171,41 @@ def test_concurrent_appends_keep_one_chain(catalog_url: str) -> None:  # noqa: F
     assert result.ok, result.problems
     assert result.checked == expected
     assert [e.id for e in audit.events(engine)] == list(range(1, expected + 1))
+
+
+_json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+_payload_values = st.recursive(
+    _json_scalars | st.datetimes(timezones=st.just(UTC)) | st.sampled_from(list(Outcome)),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=5), _payload_values, max_size=4))
+def test_normalized_payload_is_what_json_gives_back(payload: dict[str, object]) -> None:
+    # The fast path skips the JSON round trip for plain payloads: it must give exactly
+    # what the round trip gives (values and their types), or stored hashes would differ.
+    import json
+
+    expected = json.loads(json.dumps(payload, default=audit._json_default)) if payload else {}
+    got = audit.normalize_payload(payload)
+    assert got == expected
+    assert _types(got) == _types(expected)
+
+
+def _types(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _types(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_types(v) for v in value]
+    return type(value)
