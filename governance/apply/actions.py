@@ -104,7 +104,7 @@ class ActionRunner:
         delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
         removed += self._recovered(removal, pending)
         outcomes = [self._outcome(c, errors) for c in checks]
-        self._commit(engine, outcomes, removed, not_removed)
+        self._commit(engine, outcomes, [c.action.id for c in removal], removed, not_removed)
         return outcomes
 
     # -- steps -----------------------------------------------------------------------
@@ -169,25 +169,32 @@ class ActionRunner:
         self,
         engine: Engine,
         outcomes: Sequence[ActionOutcome],
+        removal_ids: Sequence[int],
         removed: Sequence[tuple[int, str, str | None]],
         not_removed: Sequence[tuple[int, str]],
     ) -> None:
+        """One transaction: the removal journal, the results and their audit events.
+
+        Rows of objects not removed are dropped first; those with a delete-marker version
+        get it row by row; then every remaining pending row of the batch's removal actions
+        (this run's and any an interrupted run left for the same objects) is `removed`.
+        """
         from governance import audit
 
         now = self.clock()
         purge_after = (
             now + self.config.quarantine_for if self.config.delete_mode == "quarantine" else None
         )
+        run = self.execution_id
         with engine.begin() as conn:
-            journal.mark_removed(
-                conn,
-                self.plan_id,
-                removed,
-                execution_id=self.execution_id,
-                now=now,
-                purge_after=purge_after,
-            )
             journal.drop_pending(conn, self.plan_id, not_removed)
+            markers = [r for r in removed if r[2] is not None]
+            journal.mark_removed(
+                conn, self.plan_id, markers, execution_id=run, now=now, purge_after=purge_after
+            )
+            journal.mark_actions_removed(
+                conn, self.plan_id, removal_ids, execution_id=run, now=now, purge_after=purge_after
+            )
             journal.write_results(
                 conn, journal.result_rows(self.execution_id, self.plan_id, outcomes, now)
             )

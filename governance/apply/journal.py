@@ -391,6 +391,33 @@ def mark_removed(
     )
 
 
+def mark_actions_removed(
+    conn: Connection,
+    plan_id: str,
+    action_ids: Sequence[int],
+    *,
+    execution_id: int,
+    now: datetime,
+    purge_after: datetime | None,
+) -> None:
+    """Every pending row of these actions becomes `removed`, set-based (one statement per
+    thousand actions, not one per object). Call it once the rows of objects that were
+    not removed are dropped and any delete-marker versions are recorded (`mark_removed`)."""
+    when = bind_processors(conn, O, ("removed_at", "purge_after"))((now, purge_after))
+    for start in range(0, len(action_ids), _IDS_PER_STATEMENT):
+        ids = list(action_ids[start : start + _IDS_PER_STATEMENT])
+        execute_rows(
+            conn,
+            "UPDATE removed_objects SET state = 'removed', execution_id = {p}, "
+            "removed_at = {p}, purge_after = {p} WHERE plan_id = {p} AND state = 'pending' "
+            f"AND action_id IN ({', '.join(['{p}'] * len(ids))})",
+            [(execution_id, *when, plan_id, *ids)],
+        )
+
+
+_IDS_PER_STATEMENT = 1000
+
+
 def drop_pending(conn: Connection, plan_id: str, keys: Sequence[tuple[int, str]]) -> None:
     """Pending rows of objects that were not removed after all (their action failed)."""
     if not keys:
