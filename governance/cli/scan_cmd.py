@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,9 +13,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json, format_option, stderr_console, stdout_console
 from governance.errors import GovernanceError
-from governance.scan.runner import Progress as ProgressFn
-from governance.scan.runner import ScanSummary
-from governance.scan.service import scan_roots
+from governance.scan.listing import start_root
+from governance.scan.targets import resolve_roots
+
+if TYPE_CHECKING:
+    from governance.scan.runner import Progress as ProgressFn
+    from governance.scan.runner import ScanSummary
 
 
 @contextmanager
@@ -76,10 +80,16 @@ def scan(
         from governance.policy import load_policy
 
         policy = load_policy(policy_path)
+    # The first root's listing starts before the catalog layer is even imported: on S3
+    # its first pages arrive while SQLAlchemy loads and the catalog opens.
+    specs = resolve_roots(policy, roots)
+    first = start_root(specs[0], policy, concurrency or app.settings.concurrency)
+    from governance.scan.service import scan_roots
+
     summaries: list[ScanSummary] = []
     errors: list[GovernanceError] = []
     for summary_or_error in scan_roots(
-        app, policy, roots, concurrency=concurrency, progress_for=progress_for
+        app, policy, roots, concurrency=concurrency, progress_for=progress_for, first=first
     ):
         if isinstance(summary_or_error, GovernanceError):
             click.echo(f"error: {summary_or_error}", err=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
@@ -21,7 +20,8 @@ from sqlalchemy.engine import Engine
 from governance.catalog import bulk
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
 from governance.catalog.tables import Scan
-from governance.storage.base import AnyRow, Store, list_compact_rows, list_rows
+from governance.scan.listing import ListingStart, start_listing
+from governance.storage.base import AnyRow, Store
 
 BATCH = 5000
 
@@ -69,25 +69,36 @@ def scan_store(
 ) -> ScanSummary:
     """List `store` into the catalog. Raises StorageError (root untouched) if it cannot be read."""
     started = time.perf_counter()
-    store.check()  # bad URL or credentials: fail before the catalog records anything
-    # Local disk gives compact rows (4 values, not 8): its size is column 1, not 2. An S3
-    # listing starts sending requests here, so its first pages overlap the catalog setup.
-    compact = list_compact_rows(store, exclude_prefixes)
-    rows: Iterator[AnyRow] = compact if compact is not None else list_rows(store, exclude_prefixes)
-    size_at = 1 if compact is not None else 2
-    with _closing(rows):
-        return _scan_rows(engine, store, rows, size_at, actor, name, progress, started)
+    listing = start_listing(store, exclude_prefixes)
+    return scan_listing(engine, listing, actor=actor, name=name, progress=progress, started=started)
 
 
-@contextmanager
-def _closing(rows: Iterator[AnyRow]) -> Iterator[None]:
-    """Stop a listing's workers however the scan ends (an unconsumed one included)."""
+def scan_listing(
+    engine: Engine,
+    listing: ListingStart,
+    *,
+    actor: str,
+    name: str | None = None,
+    progress: Progress | None = None,
+    started: float | None = None,
+) -> ScanSummary:
+    """Fold a started listing into the catalog (see the module docstring), then close it.
+
+    `started` (a `time.perf_counter()` reading) is when the scan began, for its seconds.
+    """
     try:
-        yield
+        return _scan_rows(
+            engine,
+            listing.store,
+            listing.rows,
+            listing.size_at,
+            actor,
+            name,
+            progress,
+            time.perf_counter() if started is None else started,
+        )
     finally:
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
+        listing.close()
 
 
 def _scan_rows(

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from governance.catalog.derived import options_to_json
 from governance.catalog.roots import record_layout
-from governance.errors import GovernanceError
+from governance.errors import CatalogError, GovernanceError
 from governance.model.types import ClassifyOptions
-from governance.scan.runner import Progress, ScanSummary, scan_store
-from governance.scan.targets import excluded_prefixes, resolve_roots
+from governance.scan.listing import ListingStart, StartedRoot, start_root
+from governance.scan.runner import Progress, ScanSummary, scan_listing
+from governance.scan.targets import RootSpec, resolve_roots
 
 if TYPE_CHECKING:
     from governance.cli.context import AppContext
@@ -32,28 +33,60 @@ def scan_roots(
     *,
     concurrency: int | None = None,
     progress_for: ProgressFactory | None = None,
+    first: StartedRoot | None = None,
 ) -> Iterator[ScanSummary | GovernanceError]:
-    """Scan each root in turn; yield its summary, or the error that stopped it."""
+    """Scan each root in turn; yield its summary, or the error that stopped it.
+
+    `first` is the first root already opened and its listing started (`start_root`),
+    before the catalog was opened; it is closed here whatever happens.
+    """
     specs = resolve_roots(policy, root_urls)
     now = datetime.now(UTC)
+    workers = concurrency or app.settings.concurrency
+    try:
+        for index, spec in enumerate(specs):
+            started = first if index == 0 and first is not None else None
+            if started is None:
+                started = start_root(spec, policy, workers)
+            if isinstance(started, GovernanceError):
+                yield started
+                continue
+            try:
+                summary = _scan_started(app, policy, spec, started, now, progress_for)
+            except CatalogError:
+                raise  # not this root's problem: every root would meet it
+            except GovernanceError as exc:
+                yield exc
+                continue
+            finally:
+                started[1].close()
+            yield summary
+    finally:
+        if first is not None and not isinstance(first, GovernanceError):
+            first[1].close()  # if the catalog never opened, its workers stop here
+
+
+def _scan_started(
+    app: AppContext,
+    policy: Policy | None,
+    spec: RootSpec,
+    started: tuple[float, ListingStart],
+    now: datetime,
+    progress_for: ProgressFactory | None,
+) -> ScanSummary:
+    began, listing = started
     engine = app.engine
-    for spec in specs:
-        try:
-            store = spec.open(concurrency or app.settings.concurrency)
-            exclude = excluded_prefixes(store.url, policy)
-            bar = progress_for(app, f"scan {store.url}") if progress_for else nullcontext(None)
-            with bar as progress:
-                summary = scan_store(
-                    engine,
-                    store,
-                    actor=app.settings.identity,
-                    name=spec.name,
-                    exclude_prefixes=exclude,
-                    progress=progress,
-                )
-            options = policy.classify_options(now) if policy else ClassifyOptions(as_of=now)
-            record_layout(engine, summary.root_id, options_to_json(options), spec.connection())
-        except GovernanceError as exc:
-            yield exc
-            continue
-        yield summary
+    store = listing.store
+    bar = progress_for(app, f"scan {store.url}") if progress_for else nullcontext(None)
+    with bar as progress:
+        summary = scan_listing(
+            engine,
+            listing,
+            actor=app.settings.identity,
+            name=spec.name,
+            progress=progress,
+            started=began,
+        )
+    options = policy.classify_options(now) if policy else ClassifyOptions(as_of=now)
+    record_layout(engine, summary.root_id, options_to_json(options), spec.connection())
+    return summary

@@ -148,3 +148,38 @@ def test_catalog_failure_after_the_listing_started_releases_it_and_records_nothi
     assert threading.active_count() <= before
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM roots")).scalar() == 0
+
+
+def test_cli_scan_on_a_corrupt_catalog_stops_the_early_listing(
+    s3_bucket: str, moto_server: str, put_many: PutMany, tmp_path: Path
+) -> None:
+    # `govern scan` starts the first root's listing before it opens the catalog; a
+    # catalog that cannot be opened must still end in its one clear error, exit 2, the
+    # file untouched and no listing thread left behind.
+    import threading
+    import time
+
+    put_many(s3_bucket, [f"k/{i:05d}" for i in range(8000)])  # more pages than the queue holds
+    bad = tmp_path / "catalog.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    before = threading.active_count()
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--catalog",
+            f"sqlite:///{bad}",
+            "scan",
+            "--policy",
+            str(_policy(tmp_path, s3_bucket, moto_server)),
+            "--concurrency",
+            "1",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert "cannot be opened" in result.output
+    assert result.output.count("error:") == 1  # once, not once per root
+    assert bad.read_bytes() == b"this is not a database" * 100
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before

@@ -1,0 +1,62 @@
+"""A root's listing, checked and started, before the catalog is touched.
+
+Kept free of SQLAlchemy so that `govern scan` can send a root's first listing requests
+before it imports the catalog layer and opens the catalog: on S3 the first pages then
+arrive while that start-up work runs (see `ListingStart`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from governance.errors import GovernanceError
+from governance.scan.targets import RootSpec, excluded_prefixes
+from governance.storage.base import AnyRow, Store, list_compact_rows, list_rows
+
+if TYPE_CHECKING:
+    from governance.policy import Policy
+
+
+@dataclass(slots=True)
+class ListingStart:
+    """A started listing of `store`: `rows` to consume, then `close()` (always)."""
+
+    store: Store
+    rows: Iterator[AnyRow]
+    size_at: int  # index of the size in a row: compact local rows hold 4 values, not 8
+
+    def close(self) -> None:
+        """Stop the listing's workers, consumed or not (safe more than once)."""
+        close = getattr(self.rows, "close", None)
+        if close is not None:
+            close()
+
+
+def start_listing(store: Store, exclude_prefixes: Sequence[str] = ()) -> ListingStart:
+    """Check the root (a StorageError if it cannot be read), then start its listing.
+
+    An S3 listing sends its first requests here; other stores list as they are consumed.
+    """
+    store.check()  # bad URL or credentials: fail before the catalog records anything
+    compact = list_compact_rows(store, exclude_prefixes)
+    if compact is not None:
+        return ListingStart(store, compact, 1)
+    return ListingStart(store, list_rows(store, exclude_prefixes), 2)
+
+
+StartedRoot = tuple[float, ListingStart] | GovernanceError
+"""A root whose listing is under way (with the `perf_counter` time its scan began), or
+the error that stopped it (the root cannot be opened or read)."""
+
+
+def start_root(spec: RootSpec, policy: Policy | None, concurrency: int) -> StartedRoot:
+    """Open the root, check it and start its listing; an unreadable root is an error value."""
+    began = time.perf_counter()
+    try:
+        store = spec.open(concurrency)
+        return began, start_listing(store, excluded_prefixes(store.url, policy))
+    except GovernanceError as exc:
+        return exc
