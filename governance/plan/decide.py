@@ -121,6 +121,8 @@ class _Ctx:
     owners: dict[Kind, tuple[Rule | None, int, bool]] = field(default_factory=dict)
     """`_owner`'s answer per kind, when it depended on nothing else (no per-artifact look)."""
     texts: dict[tuple[str, int], str] = field(default_factory=dict)  # reasons of the group
+    written: dict[int, datetime] = field(default_factory=dict)
+    """Each artifact's `last_modified` (a max over its objects), taken once: `tiers.Written`."""
 
 
 def _label(a: Artifact) -> str:
@@ -352,7 +354,12 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
 def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None) -> None:
     assert rule.tiers is not None
     outcome = tiering.select(
-        rule.tiers, [d.artifact for d in members], run, ctx.as_of, trace=ctx.trace
+        rule.tiers,
+        [d.artifact for d in members],
+        run,
+        ctx.as_of,
+        trace=ctx.trace,
+        when=ctx.written,
     )
     names = ", ".join(t.name for t in rule.tiers)
     for d in members:
@@ -378,14 +385,16 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
             d.keep(rule.name, None, KeptHow.RULE_KEEPS, reason)
 
 
-def _guard_newest(decisions: list[Decision], run: Run | None) -> None:
+def _guard_newest(
+    decisions: list[Decision], run: Run | None, when: tiering.Written | None = None
+) -> None:
     """Invariant 1: never delete the newest complete checkpoint of a live run."""
     if run is not None and run.status in _DEAD:
         return
     complete = [
         d.artifact for d in decisions if d.artifact.kind is Kind.CHECKPOINT and d.artifact.complete
     ]
-    top = tiering.newest(complete)
+    top = tiering.newest(complete, when)
     if top is None:
         return
     d = next(x for x in decisions if x.artifact is top)
@@ -449,9 +458,11 @@ class Decider:
         run_name = run.name if run is not None else None
         decisions: list[Decision] = []
         tier_members: dict[int, list[Decision]] = {}
+        written = ctx.written
         for art in group.artifacts:
             uri = root_url + art.key
-            s = Subject(art, run, uri, as_of - art.last_modified)
+            written[id(art)] = last_modified = art.last_modified
+            s = Subject(art, run, uri, as_of - last_modified)
             ref = ArtifactRef(
                 uri=uri,
                 kind=_KIND_NAME[art.kind],
@@ -483,7 +494,7 @@ class Decider:
                 _expire_or_transition(ctx, d, owner, run)
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
-        _guard_newest(decisions, run)
+        _guard_newest(decisions, run, written)
         for d in decisions:
             if (
                 d.kept is None

@@ -15,7 +15,9 @@ with `docs` (and `kept_docs`) sorted by each document's own `json.dumps(doc,
 sort_keys=True, separators=(",", ":"))` (ASCII-escaped), as every saved plan's
 fingerprint was computed: `verify_fingerprint` recomputes it at approval and apply time.
 It is written here document by document with the same encoders (no dicts, no one big
-string) and fed to the hash in pieces: same bytes, same digest.
+string) and fed to the hash in pieces: same bytes, same digest. A built plan's documents
+come out in canonical order almost always, and are then hashed without being held (see
+`fingerprint`).
 """
 
 from __future__ import annotations
@@ -80,14 +82,73 @@ def _docs(items: Sequence[object], render: Callable[[object, _Enc], str]) -> lis
 
 
 def fingerprint(actions: Sequence[PlannedAction], kept: Sequence[KeptArtifact]) -> str:
-    """`sha256:<hex>` of the canonical plan content; independent of the input order."""
+    """`sha256:<hex>` of the canonical plan content; independent of the input order.
+
+    A plan's own order (root, artifact URI, ...) is, action type by action type, almost
+    always the canonical order already: the documents are then hashed as they are
+    rendered, and none is held. Only when that order turns out not to be canonical (URIs
+    with characters that sort before '"', nested roots) are they all rendered and sorted.
+    """
     h = hashlib.sha256()
     h.update(b'{"actions":[')
-    _feed(h, _docs(actions, _action_text))  # type: ignore[arg-type]
+    h = _section(h, _by_action_type(actions), actions, _action_text)  # type: ignore[arg-type]
     h.update(b'],"kept":[')
-    _feed(h, _docs(kept, _kept_text))  # type: ignore[arg-type]
+    h = _section(h, kept, kept, _kept_text)  # type: ignore[arg-type]
     h.update(b'],"version":1}')
     return "sha256:" + h.hexdigest()
+
+
+def _by_action_type(actions: Sequence[PlannedAction]) -> list[PlannedAction]:
+    """The actions by action type (in the order of the types' names, as the canonical
+    documents start with them), each type's in the given order."""
+    buckets: dict[str, list[PlannedAction]] = {}
+    for a in actions:
+        found = buckets.get(a.action.value)
+        if found is None:
+            found = buckets[a.action.value] = []
+        found.append(a)
+    return [a for name in sorted(buckets) for a in buckets[name]]
+
+
+def _section(
+    h: hashlib._Hash,
+    likely: Iterable[object],
+    items: Sequence[object],
+    render: Callable[[object, _Enc], str],
+) -> hashlib._Hash:
+    """`h` fed the documents of `items` in canonical order (a new hash object): streamed
+    in the order `likely` when it is canonical, else sorted."""
+    streamed = h.copy()
+    if _feed_if_sorted(streamed, likely, render):
+        return streamed
+    h = h.copy()
+    _feed(h, _docs(items, render))
+    return h
+
+
+def _feed_if_sorted(
+    h: hashlib._Hash, items: Iterable[object], render: Callable[[object, _Enc], str]
+) -> bool:
+    """Feed the documents of `items` in the given order, as `_feed` would the sorted
+    list; False (h then holds a part) as soon as one sorts before the one fed last."""
+    previous = ""
+    chunk: list[str] = []
+    first = True
+    for item in items:
+        key = render(item, _ASCII)
+        if key < previous:
+            return False
+        previous = key
+        chunk.append(key if "\\u" not in key else render(item, _UTF8))
+        if len(chunk) >= 4096:
+            text = ",".join(chunk)
+            h.update((text if first else "," + text).encode("utf-8"))
+            first = False
+            chunk = []
+    if chunk:
+        text = ",".join(chunk)
+        h.update((text if first else "," + text).encode("utf-8"))
+    return True
 
 
 def _feed(h: hashlib._Hash, docs: list[str], chunk: int = 4096) -> None:

@@ -16,7 +16,7 @@ from governance.policy.select import glob_match
 from governance.policy.units import format_bytes, format_duration
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class Subject:
     """One artifact as selectors see it: with its run, full URI and age at `as_of`."""
 

@@ -159,10 +159,12 @@ def select(
     as_of: datetime,
     *,
     trace: bool = False,
+    when: Written | None = None,
 ) -> TierOutcome:
-    """Run every tier over a run's complete checkpoints that one rule owns."""
+    """Run every tier over a run's complete checkpoints that one rule owns (`when`: their
+    `Written` map, when the caller has it)."""
     out = TierOutcome()
-    at = written(checkpoints)
+    at = when if when is not None else written(checkpoints)
     for index, tier in enumerate(tiers):
         if tier.max_age is None:
             candidates = list(checkpoints)

@@ -41,7 +41,7 @@ class KeptHow(StrEnum):
     RULE_KEEPS = "rule_keeps"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class ObjectRef:
     """One object an action touches, with the preconditions apply re-checks."""
 
@@ -55,7 +55,7 @@ class ObjectRef:
     upload_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class ArtifactRef:
     uri: str
     kind: str
@@ -88,7 +88,7 @@ class PlannedAction:
         return sum(o.size for o in self.objects)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class KeptArtifact:
     """An artifact the plan leaves in place (or keeps in a reduced form), and why."""
 

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from datetime import timedelta
 
 from governance.model.types import Group, RunStatus
 from governance.plan.build import build_plan
 from governance.plan.fingerprint import fingerprint
-from governance.plan.types import ObjectRef
+from governance.plan.types import (
+    ActionType,
+    ArtifactRef,
+    KeptArtifact,
+    KeptHow,
+    ObjectRef,
+    PlannedAction,
+)
 from tests.unit.plan_factories import AS_OF, checkpoint, example_policy, group, make_plan, snapshot
 
 
@@ -59,3 +68,55 @@ def test_fingerprint_changes_with_an_etag_or_as_of() -> None:
 
 def test_empty_plan_has_a_fingerprint() -> None:
     assert fingerprint([], []).startswith("sha256:")
+
+
+def _canonical(actions: list[PlannedAction], kept: list[KeptArtifact]) -> str:
+    """The fingerprint as the module docstring defines it, literally (dicts, json.dumps)."""
+
+    def docs(items: list[dict[str, object]]) -> list[dict[str, object]]:
+        return sorted(items, key=lambda d: json.dumps(d, sort_keys=True, separators=(",", ":")))
+
+    action_docs = [
+        {
+            "action": a.action.value,
+            "artifact": a.artifact.uri,
+            "dest_url": a.dest_url,
+            "objects": sorted(
+                ([o.uri, o.size, o.etag, o.version_id] for o in a.objects),
+                key=lambda o: (o[0], o[3] or ""),
+            ),
+            "rule": a.rule,
+            "storage_class": a.storage_class,
+            "tier": a.tier,
+        }
+        for a in actions
+    ]
+    kept_docs = [
+        {"artifact": k.artifact.uri, "how": k.how.value, "rule": k.rule, "tier": k.tier}
+        for k in kept
+    ]
+    text = json.dumps(
+        {"version": 1, "actions": docs(action_docs), "kept": docs(kept_docs)},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )  # fmt: skip
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _delete(uri: str) -> PlannedAction:
+    ref = ArtifactRef(uri, "residue", None, None, "s3://b/")
+    obj = ObjectRef(uri, uri.removeprefix("s3://b/"), 1, '"e"', AS_OF)
+    return PlannedAction(0, "r", None, ActionType.DELETE, True, ref, [obj], "why")
+
+
+def test_fingerprint_is_the_canonical_text_in_plan_order_or_not() -> None:
+    p = make_plan(_groups(), example_policy())
+    assert fingerprint(p.actions, p.kept) == _canonical(p.actions, p.kept)
+    # In plan (URI) order "a" comes before "a b", but the canonical text sorts `a b"`
+    # before `a"`: the streamed order is found wrong and the documents sorted instead.
+    odd = [_delete("s3://b/a"), _delete("s3://b/a b"), _delete("s3://b/é"), *p.actions]
+    kept = [
+        KeptArtifact(_delete(u).artifact, None, None, KeptHow.NO_RULE, "")
+        for u in ("s3://b/k", "s3://b/k z", "s3://b/ü")
+    ]
+    assert fingerprint(odd, kept) == _canonical(odd, kept)
+    assert fingerprint(odd[::-1], kept[::-1]) == _canonical(odd, kept)

@@ -32,7 +32,7 @@ STATE_COMPONENTS = frozenset({Component.OPTIMIZER, Component.SCHEDULER, Componen
 _STEP_IN_NAME = re.compile(r"(?:global_step|step|iter|iteration|checkpoint|ckpt)[_=-]?(\d+)")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class Claim:
     """The unit an object belongs to, by its key alone."""
 
@@ -43,7 +43,7 @@ class Claim:
     """A save folder's bookkeeping file (`latest`): metadata, and no evidence of a run."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class Verdict:
     """Completeness of one unit with the evidence a person can read."""
 
