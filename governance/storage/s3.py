@@ -11,9 +11,12 @@ import builtins
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import boto3
+import botocore.session
+import botocore.utils
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 
@@ -34,6 +37,32 @@ if TYPE_CHECKING:
 DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
 _MISSING_KEY_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _FATAL = (BadCredentialsError, UnreachableError, NoSuchRootError)
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """botocore's timestamp parser, with the ISO 8601 form of listings parsed fast.
+
+    Every listed object carries `LastModified` as ISO 8601; botocore's default hands each
+    to dateutil (tens of microseconds apiece). `datetime.fromisoformat` reads that form
+    in about one; anything else (HTTP dates in headers, epoch numbers) goes to botocore.
+    """
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    fallback: datetime = botocore.utils.parse_timestamp(value)
+    return fallback
+
+
+def _botocore_session() -> botocore.session.Session:
+    """A botocore session (one per store) whose response parser uses `parse_timestamp`."""
+    core = botocore.session.get_session()
+    factory = core.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+    return core
 
 
 class S3Store:
@@ -77,7 +106,9 @@ class S3Store:
             read_timeout=read_timeout,
         )
         try:
-            session = boto3.session.Session(profile_name=profile, region_name=region)
+            session = boto3.session.Session(
+                profile_name=profile, region_name=region, botocore_session=_botocore_session()
+            )
             self._client = session.client("s3", endpoint_url=endpoint_url, config=config)
         except Exception as exc:
             raise translate(url, exc) from exc
