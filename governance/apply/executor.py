@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 
 CHUNK_OBJECTS = int(os.environ.get("GOVERN_APPLY_CHUNK_OBJECTS", "5000"))
 CHUNK_ACTIONS = int(os.environ.get("GOVERN_APPLY_CHUNK_ACTIONS", "5000"))
+FIRST_CHUNK_OBJECTS = 1000
+CHECK_AHEAD = 1  # batches whose preconditions are checked while the current one runs
 Progress = Callable[[int, int], None]
 Batch = tuple[list[PlannedAction], dict[tuple[int, str], Any], list[Check]]
 
@@ -126,28 +129,36 @@ def _prepared(
     batches: Iterator[list[PlannedAction]],
     stores: StoreFactory,
     concurrency: int,
+    depth: int = CHECK_AHEAD,
 ) -> Iterator[Batch]:
-    """Each batch with its journal rows and fresh checks; the next batch is read and
-    checked in a thread while the caller acts on the current one (a pipeline of two)."""
+    """Each batch with its journal rows and fresh checks, in order. The next `depth`
+    batches are checked in threads while the caller acts on the current one: a check is
+    a sequential listing (each page waits for the one before), so two in flight keep
+    the store busy while the client reads the pages. Batches are read here, in order."""
 
-    def prepare() -> Batch | None:
-        chunk = next(batches, None)
-        if chunk is None:
-            return None
+    def prepare(chunk: list[PlannedAction]) -> Batch:
         pending = _pending(engine, plan_id, chunk)
         checks = check_actions(
             chunk, stores, now=_clock(), pending=pending, concurrency=concurrency
         )
         return chunk, pending, checks
 
-    with ThreadPoolExecutor(1, thread_name_prefix="govern-check") as pool:
-        ahead: Future[Batch | None] = pool.submit(prepare)
+    with ThreadPoolExecutor(depth, thread_name_prefix="govern-check") as pool:
+        ahead: deque[Future[Batch]] = deque()
+
+        def read_ahead() -> None:
+            while len(ahead) < depth and (chunk := next(batches, None)) is not None:
+                ahead.append(pool.submit(prepare, chunk))
+
         try:
-            while (batch := ahead.result()) is not None:
-                ahead = pool.submit(prepare)
+            read_ahead()
+            while ahead:
+                batch = ahead.popleft().result()
+                read_ahead()
                 yield batch
         finally:
-            ahead.cancel()
+            for future in ahead:
+                future.cancel()
 
 
 def _execute(
@@ -346,15 +357,22 @@ def _pending(
 
 
 def _chunks(actions: Iterable[PlannedAction]) -> Iterator[list[PlannedAction]]:
-    """Batches of whole actions, up to about CHUNK_OBJECTS objects each."""
+    """Batches of whole actions, up to about CHUNK_OBJECTS objects each.
+
+    The first batches are smaller (FIRST_CHUNK_OBJECTS, doubling): nothing can be acted
+    on before the first batch is checked, nor after the last check, so small batches at
+    the start fill the check-then-act pipeline sooner.
+    """
     chunk: list[PlannedAction] = []
     objects = 0
+    limit = min(FIRST_CHUNK_OBJECTS, CHUNK_OBJECTS)
     for action in actions:
         chunk.append(action)
         objects += len(action.objects)
-        if objects >= CHUNK_OBJECTS or len(chunk) >= CHUNK_ACTIONS:
+        if objects >= limit or len(chunk) >= CHUNK_ACTIONS:
             yield chunk
             chunk, objects = [], 0
+            limit = min(limit * 2, CHUNK_OBJECTS)
     if chunk:
         yield chunk
 
