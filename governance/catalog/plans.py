@@ -12,16 +12,15 @@ Each action's object preconditions are stored as one JSON array of compact array
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from json import dumps
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
-from governance.catalog.bulk import insert_many
+from governance.catalog.bulk import insert_rows
 from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
@@ -92,42 +91,10 @@ def save_plan(engine: Engine, plan: Plan) -> None:
     with engine.begin() as conn:
         conn.execute(_P.insert(), [_header_row(plan)])
         pid = plan.plan_id
-        _insert_values(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
-        _insert_values(
+        insert_rows(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
+        insert_rows(
             conn, _K, _KEPT_COLUMNS, (_kept_values(pid, i, k) for i, k in enumerate(plan.kept))
         )
-
-
-_CHUNK = 5000
-_PLACEHOLDERS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
-
-
-def _insert_values(
-    conn: Connection, table: Any, columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
-) -> None:
-    """Rows as plain tuples, `_CHUNK` at a time, through the DBAPI's executemany.
-
-    A plan has a row per action: Core's executemany of dicts processes every value of
-    every row (type by type), which costs more than writing them. Here the values are
-    already what the columns store (JSON as text, written with `json.dumps` as the JSON
-    type writes it; PostgreSQL casts the text to json itself).
-    """
-    mark = _PLACEHOLDERS.get(conn.dialect.paramstyle)
-    if mark is None:  # a driver of another paramstyle: let Core bind
-        insert_many(conn, table, (dict(zip(columns, row, strict=True)) for row in rows))
-        return
-    sql = (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
-        f"VALUES ({', '.join([mark] * len(columns))})"
-    )
-    chunk: list[tuple[Any, ...]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= _CHUNK:
-            conn.exec_driver_sql(sql, chunk)
-            chunk = []
-    if chunk:
-        conn.exec_driver_sql(sql, chunk)
 
 
 def set_plan_status(engine: Engine, plan_id: str, status: PlanStatus) -> None:
@@ -221,7 +188,7 @@ def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
         a.request_cost_usd,
         a.monthly_cost_before_usd,
         a.monthly_cost_after_usd,
-        dumps(objects),
+        objects,
     )
 
 
