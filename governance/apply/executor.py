@@ -85,86 +85,108 @@ def apply_plan(
         if not dry_run:
             raise
         notes.append(f"a real apply would be refused: {exc}")
-    scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
-    _refuse_unsafe_modes(
-        plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
-    )
     concurrency = config.concurrency or 16
-    report = ExecutionReport(
-        plan_id=plan_id,
-        execution_id=None,
-        dry_run=dry_run,
-        delete_mode=config.delete_mode,
-        plan_status=header.status.value,
-        not_run=scan.not_run,
-        notes=notes,
-        keep_results=None if dry_run else RESULTS_KEPT,
-    )
     done = journal.final_actions(engine, plan_id)
-    skip = set(scan.not_run)
-    report.done_before = sorted(i for i in done if i in scan.digests and i not in skip)
-    skip.update(done)
-    todo = scan.total - len(skip & scan.digests.keys())
 
     def todo_actions() -> Iterator[PlannedAction]:
         for action in iter_actions(engine, plan_id):
-            if action.id not in skip:
-                scan.verify(action)
+            if action.id not in done and not (only_non_destructive and action.destructive):
                 yield action
 
-    batches = _chunks(todo_actions())
-    if dry_run:
-        for _, _, checks in _prepared(engine, plan_id, batches, stores, concurrency):
-            report.add([_would(c, config.delete_mode) for c in checks])
-        report.executions = journal.executions(engine, plan_id)
-        return report
-    return _execute(
-        engine, scan, batches, todo, report, actor, now, stores, config, concurrency, progress
-    )
+    with CheckPipeline(engine, plan_id, _chunks(todo_actions()), stores, concurrency) as checks:
+        # The first batches' preconditions are listed (read-only) while the plan is
+        # verified; every action is checked against the verified digests before it is
+        # acted on or reported (`scan.verify`).
+        checks.start()
+        scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
+        _refuse_unsafe_modes(
+            plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
+        )
+        report = ExecutionReport(
+            plan_id=plan_id,
+            execution_id=None,
+            dry_run=dry_run,
+            delete_mode=config.delete_mode,
+            plan_status=header.status.value,
+            not_run=scan.not_run,
+            notes=notes,
+            keep_results=None if dry_run else RESULTS_KEPT,
+        )
+        skip = set(scan.not_run)
+        report.done_before = sorted(i for i in done if i in scan.digests and i not in skip)
+        skip.update(done)
+        todo = scan.total - len(skip & scan.digests.keys())
+        if dry_run:
+            for chunk, _, batch_checks in checks:
+                scan.verify_all(chunk)
+                report.add([_would(c, config.delete_mode) for c in batch_checks])
+            report.executions = journal.executions(engine, plan_id)
+            return report
+        return _execute(
+            engine, scan, checks, todo, report, actor, now, stores, config, concurrency, progress
+        )
 
 
-def _prepared(
-    engine: Engine,
-    plan_id: str,
-    batches: Iterator[list[PlannedAction]],
-    stores: StoreFactory,
-    concurrency: int,
-    depth: int = CHECK_AHEAD,
-) -> Iterator[Batch]:
-    """Each batch with its journal rows and fresh checks, in order. The next `depth`
-    batches are checked in threads while the caller acts on the current one: a check is
-    a sequential listing (each page waits for the one before), so two in flight keep
-    the store busy while the client reads the pages. Batches are read here, in order."""
+class CheckPipeline:
+    """Batches with fresh precondition checks, in order; the next `depth` batches are
+    checked in threads while the caller acts on the current one. A check is a sequential
+    listing (each page waits for the one before), so it overlaps the acting well. Batches
+    are read from the plan in the caller's thread, in order. Use it as a context manager:
+    leaving it cancels what is still queued and waits for the checks under way."""
 
-    def prepare(chunk: list[PlannedAction]) -> Batch:
-        pending = _pending(engine, plan_id, chunk)
+    def __init__(
+        self,
+        engine: Engine,
+        plan_id: str,
+        batches: Iterator[list[PlannedAction]],
+        stores: StoreFactory,
+        concurrency: int,
+        depth: int = CHECK_AHEAD,
+    ) -> None:
+        self._engine = engine
+        self._plan_id = plan_id
+        self._batches = batches
+        self._stores = stores
+        self._concurrency = concurrency
+        self._depth = depth
+        self._pool = ThreadPoolExecutor(depth, thread_name_prefix="govern-check")
+        self._ahead: deque[Future[Batch]] = deque()
+
+    def __enter__(self) -> CheckPipeline:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for future in self._ahead:
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def start(self) -> None:
+        """Read the first batches and start checking them (before iteration, optionally)."""
+        while len(self._ahead) < self._depth:
+            chunk = next(self._batches, None)
+            if chunk is None:
+                return
+            self._ahead.append(self._pool.submit(self._prepare, chunk))
+
+    def __iter__(self) -> Iterator[Batch]:
+        self.start()
+        while self._ahead:
+            batch = self._ahead.popleft().result()
+            self.start()
+            yield batch
+
+    def _prepare(self, chunk: list[PlannedAction]) -> Batch:
+        pending = _pending(self._engine, self._plan_id, chunk)
         checks = check_actions(
-            chunk, stores, now=_clock(), pending=pending, concurrency=concurrency
+            chunk, self._stores, now=_clock(), pending=pending, concurrency=self._concurrency
         )
         return chunk, pending, checks
-
-    with ThreadPoolExecutor(depth, thread_name_prefix="govern-check") as pool:
-        ahead: deque[Future[Batch]] = deque()
-
-        def read_ahead() -> None:
-            while len(ahead) < depth and (chunk := next(batches, None)) is not None:
-                ahead.append(pool.submit(prepare, chunk))
-
-        try:
-            read_ahead()
-            while ahead:
-                batch = ahead.popleft().result()
-                read_ahead()
-                yield batch
-        finally:
-            for future in ahead:
-                future.cancel()
 
 
 def _execute(
     engine: Engine,
     scan: PlanScan,
-    batches: Iterator[list[PlannedAction]],
+    checks: CheckPipeline,
     todo: int,
     report: ExecutionReport,
     actor: str,
@@ -215,8 +237,9 @@ def _execute(
                 clock=_clock,
             )
             delay = float(os.environ.get("GOVERN_TEST_APPLY_DELAY") or 0)
-            for _, pending, checks in _prepared(engine, plan_id, batches, stores, concurrency):
-                report.add(runner.run(engine, checks, pending))
+            for chunk, pending, batch_checks in checks:
+                scan.verify_all(chunk)  # nothing unverified is acted on
+                report.add(runner.run(engine, batch_checks, pending))
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
                 if progress is not None:
                     progress(report.processed, todo)

@@ -13,6 +13,7 @@ ever acted on.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
@@ -37,6 +38,10 @@ class PlanScan:
     not_run: list[int] = field(default_factory=list)
     removing_roots: set[str] = field(default_factory=set)
     digests: dict[int, bytes] = field(default_factory=dict)
+
+    def verify_all(self, actions: Iterable[PlannedAction]) -> None:
+        for action in actions:
+            self.verify(action)
 
     def verify(self, action: PlannedAction) -> None:
         if self.digests.get(action.id) != _digest(action_text(action)):

@@ -239,3 +239,27 @@ def test_purge_deletes_quarantine_past_its_time(tree: tuple[Setup, Path]) -> Non
     ]
     engine.dispose()
     assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == 0
+
+
+def test_actions_edited_after_approval_refuse_the_apply_before_any_change(
+    tmp_path: Path,
+) -> None:
+    # Apply lists the first batch's preconditions while it verifies the plan: an action
+    # edited in the catalog after approval must still stop it before anything moves.
+    from sqlalchemy import text
+
+    setup, storage = build(tmp_path, extra="approval: {require_for: []}\n")
+    before = snapshot(storage)
+    doc = setup.plan()
+    with setup.engine().begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE plan_actions SET rule = 'edited' WHERE plan_id = :p AND action_id = "
+                "(SELECT max(action_id) FROM plan_actions WHERE plan_id = :p)"
+            ),
+            {"p": doc["plan_id"]},
+        )
+    refused = setup.apply(doc["plan_id"], code=3)
+    assert "fingerprint" in refused.stderr
+    assert snapshot(storage) == before
+    assert not (storage.parent / ".govern-quarantine").exists()
