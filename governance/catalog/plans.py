@@ -291,7 +291,7 @@ def iter_actions(engine: Engine, plan_id: str, page: int = 1000) -> Iterator[Pla
                 .order_by(_A.c.action_id)
                 .limit(page)
             ).mappings()
-            actions = [_action_from_row(row) for row in rows]
+            actions = [_action_from_row(row) for row in rows.all()]  # one fetch per page
         yield from actions
         if len(actions) < page:
             return
