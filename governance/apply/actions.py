@@ -227,7 +227,13 @@ class ActionRunner:
         root = action.artifact.root_url
         if self.config.delete_mode != "quarantine":
             return Item(action.id, root, key)
-        return Item(action.id, root, key, self.quarantine_root(root), f"{self.plan_id}/{key}")
+        return Item(
+            action.id,
+            root,
+            key,
+            self.quarantine_root(root),
+            quarantine_key(self.plan_id, root, key),
+        )
 
     def _pending_row(
         self, action: PlannedAction, key: str, size: int, etag: str
@@ -283,6 +289,19 @@ class ActionRunner:
         if a.action is ActionType.ARCHIVE:
             return f"{n} copied to {a.dest_url}, then {where}{resumed}"
         return f"{n} {where}{resumed}"
+
+
+def quarantine_key(plan_id: str, root_url: str, key: str) -> str:
+    """Where an object goes under its quarantine location: the plan's folder, then the
+    object's whole path (bucket or folders included), so roots that share a quarantine
+    location (two prefixes of one bucket, sibling folders) never collide there.
+
+        >>> quarantine_key("p-1", "s3://ml/team-a/", "runs/r1/x.pt")
+        'p-1/ml/team-a/runs/r1/x.pt'
+        >>> quarantine_key("p-1", "file:///data/a/", "x.pt")
+        'p-1/data/a/x.pt'
+    """
+    return f"{plan_id}/{root_url.split('://', 1)[1].lstrip('/')}{key}"
 
 
 _REMOVED_HOW = {

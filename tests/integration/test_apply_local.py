@@ -81,7 +81,8 @@ def test_quarantine_apply_then_restore_is_byte_identical(tree: tuple[Setup, Path
         if k.startswith(f"{RUN}checkpoint-2000/")
     }
     quarantine = storage.parent / ".govern-quarantine" / doc["plan_id"]
-    assert (quarantine / RUN / "checkpoint-1000" / "model.safetensors").is_file()
+    moved = quarantine / str(storage).lstrip("/") / RUN / "checkpoint-1000" / "model.safetensors"
+    assert moved.is_file()  # under the object's whole path: roots never collide
     assert setup.status(doc["plan_id"]) == "applied"
 
     # invariants hold on the new state: a new plan keeps the newest complete checkpoint
@@ -263,3 +264,28 @@ def test_actions_edited_after_approval_refuse_the_apply_before_any_change(
     assert "fingerprint" in refused.stderr
     assert snapshot(storage) == before
     assert not (storage.parent / ".govern-quarantine").exists()
+
+
+def test_roots_sharing_a_quarantine_folder_never_overwrite_each_other(tmp_path: Path) -> None:
+    # Two sibling roots quarantine into the same folder beside them; the same relative
+    # key under each, with different bytes, must both come back exactly.
+    storage_a, storage_b = tmp_path / "data" / "a", tmp_path / "data" / "b"
+    for storage, body in ((storage_a, b"from a"), (storage_b, b"from b")):
+        write = local_writer(storage)
+        for key in residue(lambda k, c, m: None, "scratch"):  # the residue keys, no writes
+            write(key, body + key.encode(), datetime(2024, 1, 1, tzinfo=UTC))
+        write("notes/README.md", b"kept: the safety limit needs most bytes to stay" * 9, None)
+    policy = tmp_path / "policy.yaml"
+    text = policy_text(str(storage_a), extra="approval: {require_for: []}\n")
+    text = text.replace("storage:\n", f"storage:\n  - name: other\n    url: {storage_b}\n", 1)
+    policy.write_text(text)
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    before_a, before_b = snapshot(storage_a), snapshot(storage_b)
+    doc = setup.plan()
+    setup.apply(doc["plan_id"])
+    assert list(snapshot(storage_a)) == list(snapshot(storage_b)) == ["notes/README.md"]
+    moved = [p for p in (tmp_path / "data" / ".govern-quarantine").rglob("*") if p.is_file()]
+    assert len(moved) == len(before_a) + len(before_b) - 2  # every residue file, both roots
+    setup.restore(doc["plan_id"])
+    assert snapshot(storage_a) == before_a
+    assert snapshot(storage_b) == before_b

@@ -94,7 +94,7 @@ def test_quarantine_transition_and_restore(tree: Setup, s3_client: Any, s3_bucke
     assert after[LOG] == before[LOG]
     quarantine = contents(s3_bucket, f".govern-quarantine/{doc['plan_id']}/")
     assert len(quarantine) == 23
-    q = f".govern-quarantine/{doc['plan_id']}/"
+    q = f".govern-quarantine/{doc['plan_id']}/{s3_bucket}/"  # the whole path, bucket first
     assert all(v == before[k.removeprefix(q)] for k, v in quarantine.items())
 
     restored = json.loads(tree.restore(doc["plan_id"]).stdout)
@@ -176,7 +176,7 @@ def test_per_key_delete_errors_fail_the_action_and_nothing_is_marked_done(
     assert (
         after[f"{RUN}checkpoint-1000/optimizer.pt"] == before[f"{RUN}checkpoint-1000/optimizer.pt"]
     )
-    q = f".govern-quarantine/{doc['plan_id']}/{RUN}checkpoint-1000/"
+    q = f".govern-quarantine/{doc['plan_id']}/{s3_bucket}/{RUN}checkpoint-1000/"
     assert list(contents(s3_bucket, q)) != [f"{q}optimizer.pt"]
     assert f"{q}optimizer.pt" not in contents(s3_bucket, q)  # stray copy removed
 
