@@ -27,13 +27,14 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
-from governance.catalog.approval_tables import AuditEventRow
+from governance.catalog.approval_tables import AuditEventRow, AuditHeadRow
 from governance.catalog.bulk import insert_rows
 
 _E = AuditEventRow.__table__  # type: ignore[attr-defined]
+_H = AuditHeadRow.__table__  # type: ignore[attr-defined]
 
 EVENTS = frozenset(
     {
@@ -180,8 +181,20 @@ def _lock_chain(conn: Connection) -> None:
 
 
 def _last(conn: Connection) -> tuple[int, str]:
+    """The event to chain from: the head's (so an append after a truncated tail still
+    shows the gap), else the newest event, else the start of the log."""
+    head = conn.execute(select(_H.c.last_id, _H.c.last_hash).where(_H.c.id == 1)).first()
+    if head is not None:
+        return int(head[0]), str(head[1])
     row = conn.execute(select(_E.c.id, _E.c.hash).order_by(_E.c.id.desc()).limit(1)).first()
     return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+
+
+def _move_head(conn: Connection, last_id: int, last_hash: str) -> None:
+    values = {"last_id": last_id, "last_hash": last_hash}
+    moved = conn.execute(update(_H).where(_H.c.id == 1).values(**values)).rowcount
+    if not moved:
+        conn.execute(insert(_H).values(id=1, **values))
 
 
 def _check_name(event: str) -> None:
@@ -218,7 +231,10 @@ def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
     last_id, last_hash = _last(conn)
     default_at = datetime.now(UTC)
 
+    tail: tuple[int, str] = (last_id, last_hash)
+
     def chained() -> Iterator[tuple[Any, ...]]:
+        nonlocal tail
         id_, prev = last_id, last_hash
         for row in rows:
             _check_name(row.event)
@@ -228,8 +244,11 @@ def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
             digest = event_hash(id_, at, row.event, row.actor, row.plan_id, payload, prev)
             yield (id_, at, row.event, row.actor, row.plan_id, payload, prev, digest)
             prev = digest
+            tail = (id_, digest)
 
     count = insert_rows(conn, _E, _COLUMNS, chained())
+    if count:
+        _move_head(conn, *tail)
     return range(last_id + 1, last_id + 1 + count)
 
 
@@ -273,12 +292,30 @@ def events(engine: Engine, plan_id: str | None = None) -> list[AuditEvent]:
     return list(iter_events(engine, plan_id))
 
 
+def _head_problems(engine: Engine, last_id: int | None, last_hash: str) -> list[str]:
+    """The log must end where its head (written with every append) says it does."""
+    with engine.connect() as conn:
+        head = conn.execute(select(_H.c.last_id, _H.c.last_hash).where(_H.c.id == 1)).first()
+    if head is None:
+        return [] if last_id is None else ["the log's head record is missing (deleted?)"]
+    head_id, head_hash = int(head[0]), str(head[1])
+    if last_id is None:
+        return [f"the log is empty but its head records event {head_id} (deleted?)"]
+    if (head_id, head_hash) != (last_id, last_hash):
+        return [
+            f"the log ends at event {last_id} but its head records event {head_id} "
+            "(newest events deleted?)"
+        ]
+    return []
+
+
 def verify(engine: Engine) -> VerifyResult:
     """Walk the whole chain: each event's hash must match its content, each link its
     predecessor. Editing event 17 reports 17; deleting it reports 18 (the broken link).
 
-    Deleting the newest events leaves a shorter chain that still verifies: compare the
-    count with one you kept (`checked`) where that matters.
+    Deleting the newest events is caught by the head record every append moves in the
+    same transaction (only an editor who also rewrites the head, as one who recomputes
+    every later hash, goes unseen: keep exported copies where that matters).
     """
     problems: list[str] = []
     checked = 0
@@ -302,6 +339,7 @@ def verify(engine: Engine) -> VerifyResult:
         if expected != ev.hash:
             problems.append(f"event {ev.id}: hash does not match its content (edited?)")
         prev_id, prev_hash = ev.id, ev.hash
+    problems += _head_problems(engine, prev_id, prev_hash)
     if len(problems) > _MAX_PROBLEMS:
         more = len(problems) - _MAX_PROBLEMS
         problems = [*problems[:_MAX_PROBLEMS], f"... and {more} more"]

@@ -47,3 +47,14 @@ class AuditEventRow(SQLModel, table=True):
     payload: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(), nullable=False))
     prev_hash: str
     hash: str
+
+
+class AuditHeadRow(SQLModel, table=True):
+    """The newest audit event, written in the same transaction as every append: a log
+    whose newest events were deleted no longer ends where its head says (`verify`)."""
+
+    __tablename__ = "audit_head"
+
+    id: int = Field(default=1, primary_key=True)  # a single row
+    last_id: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    last_hash: str

@@ -100,6 +100,40 @@ def test_deleted_first_event_is_detected(engine: Engine) -> None:
     ]
 
 
+def test_deleted_newest_events_are_detected(engine: Engine) -> None:
+    _fill(engine, 5)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE id >= 4"))
+    assert audit.verify(engine).problems == [
+        "the log ends at event 3 but its head records event 5 (newest events deleted?)"
+    ]
+
+
+def test_an_append_after_a_truncation_still_shows_the_gap(engine: Engine) -> None:
+    _fill(engine, 5)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE id >= 4"))
+    _fill(engine, 1)  # chains from the head (event 5), not from the surviving event 3
+    assert audit.verify(engine).problems == [
+        "event 6: previous hash does not match event 3 (deleted?)"
+    ]
+
+
+def test_deleted_head_or_whole_log_is_detected(engine: Engine) -> None:
+    assert audit.verify(engine).ok  # an empty log without a head is simply new
+    _fill(engine, 2)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_head"))
+    assert audit.verify(engine).problems == ["the log's head record is missing (deleted?)"]
+    _fill(engine, 1)  # the head is written again from the newest event
+    assert audit.verify(engine).ok
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events"))
+    assert audit.verify(engine).problems == [
+        "the log is empty but its head records event 3 (deleted?)"
+    ]
+
+
 def test_record_joins_the_callers_transaction(engine: Engine) -> None:
     def failing_work() -> None:
         with engine.begin() as conn:

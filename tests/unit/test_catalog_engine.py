@@ -108,3 +108,30 @@ def test_utc_datetime_rejects_naive_values() -> None:
 def test_microsecond_times_round_trip() -> None:
     moment = datetime(2026, 11, 30, 2, 15, 0, 123456, tzinfo=UTC)
     assert tables.datetime_from_us(tables.us_from_datetime(moment)) == moment
+
+
+def test_upgrade_gives_an_existing_audit_log_its_head(tmp_path: Path) -> None:
+    from governance import audit
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0006")
+    with engine.begin() as conn:  # two events written by a version without audit_head
+        prev = audit.GENESIS
+        for i in (1, 2):
+            at = datetime(2026, 1, i, tzinfo=UTC)
+            digest = audit.event_hash(i, at, "plan", "ana", "p-1", {}, prev)
+            conn.execute(
+                text(
+                    "INSERT INTO audit_events (id, at, event, actor, plan_id, payload, "
+                    "prev_hash, hash) VALUES (:i, :at, 'plan', 'ana', 'p-1', '{}', :p, :h)"
+                ),
+                {"i": i, "at": at.replace(tzinfo=None), "p": prev, "h": digest},
+            )
+            prev = digest
+    engine.dispose()
+    engine = open_engine(url)
+    assert audit.verify(engine).ok
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE id = 2"))
+    assert not audit.verify(engine).ok  # the head the upgrade wrote catches the truncation
