@@ -81,7 +81,7 @@ class ActionRunner:
         self._in_place(runnable, errors)
         self._aborts(runnable, errors)
         removal = [c for c in runnable if removes_objects(c.action) and c.action.id not in errors]
-        items = [self._item(c.action, o.key) for c in removal for o in c.todo]
+        items = [self._item(c.action, o.key, o.size) for c in removal for o in c.todo]
         rows = [self._pending_row(c.action, o.key, o.size, o.etag) for c in removal for o in c.todo]
         with engine.begin() as conn:
             journal.insert_pending(conn, rows)
@@ -223,17 +223,12 @@ class ActionRunner:
 
     # -- rows --------------------------------------------------------------------------
 
-    def _item(self, action: PlannedAction, key: str) -> Item:
+    def _item(self, action: PlannedAction, key: str, size: int | None = None) -> Item:
         root = action.artifact.root_url
         if self.config.delete_mode != "quarantine":
-            return Item(action.id, root, key)
-        return Item(
-            action.id,
-            root,
-            key,
-            self.quarantine_root(root),
-            quarantine_key(self.plan_id, root, key),
-        )
+            return Item(action.id, root, key, size=size)
+        where = quarantine_key(self.plan_id, root, key)
+        return Item(action.id, root, key, self.quarantine_root(root), where, size)
 
     def _pending_row(
         self, action: PlannedAction, key: str, size: int, etag: str

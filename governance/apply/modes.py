@@ -35,6 +35,7 @@ class Item:
     key: str
     quarantine_root: str | None = None
     quarantine_key: str | None = None
+    size: int | None = None  # as the plan saw it and the precondition check confirmed
 
 
 def run_pool(
@@ -98,7 +99,7 @@ def _quarantine_copy(
 
     def copy(item: Item) -> KeyResult:
         dest = stores(item.quarantine_root or "")
-        return stores(item.root_url).copy(item.key, dest, item.quarantine_key or "")
+        return stores(item.root_url).copy(item.key, dest, item.quarantine_key or "", size=item.size)
 
     copied = run_pool(copy, items, concurrency)
     bad_actions: dict[int, str] = {}

@@ -103,8 +103,10 @@ class Store(Protocol):
         dest: Store,
         dest_key: str,
         storage_class: str | None = None,
+        size: int | None = None,
     ) -> KeyResult:
-        """Server-side copy when both sides allow it, keeping metadata and tags."""
+        """Server-side copy when both sides allow it, keeping metadata and tags. `size`,
+        when the caller knows it (a plan's checked precondition), spares a lookup."""
         ...
 
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:

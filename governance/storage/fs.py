@@ -337,9 +337,15 @@ class FsspecStore:
                 directory = os.path.dirname(directory)
 
     def copy(
-        self, key: str, dest: Store, dest_key: str, storage_class: str | None = None
+        self,
+        key: str,
+        dest: Store,
+        dest_key: str,
+        storage_class: str | None = None,
+        size: int | None = None,
     ) -> KeyResult:
-        """Same-filesystem copy via the filesystem; otherwise stream the bytes across."""
+        """Same-filesystem copy via the filesystem; otherwise stream the bytes across
+        (`size` is not needed here)."""
         if storage_class and not (self.supports_storage_classes and dest.supports_storage_classes):
             return KeyResult(key, False, error=f"storage classes are not supported by {dest.url}")
         try:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import CopySourceTypeDef
 
 DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
+COPY_OBJECT_MAX_BYTES = 5 * 1024**3  # CopyObject copies at most 5 GiB in one request
 _MISSING_KEY_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _FATAL = (BadCredentialsError, UnreachableError, NoSuchRootError)
 
@@ -289,9 +290,16 @@ class S3Store:
         return results
 
     def copy(
-        self, key: str, dest: Store, dest_key: str, storage_class: str | None = None
+        self,
+        key: str,
+        dest: Store,
+        dest_key: str,
+        storage_class: str | None = None,
+        size: int | None = None,
     ) -> KeyResult:
-        """Managed server-side copy (multipart above the threshold) keeping metadata and tags.
+        """Server-side copy keeping metadata and tags: one CopyObject when `size` is known
+        to be within its 5 GiB limit, else boto3's managed copy (which first asks the
+        object's size, then copies in parts above the multipart threshold).
 
         Across endpoints the bytes are streamed through this process instead; user
         metadata is kept, tags are not.
@@ -302,6 +310,14 @@ class S3Store:
                 extra = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
                 if storage_class:
                     extra["StorageClass"] = storage_class
+                if size is not None and size <= COPY_OBJECT_MAX_BYTES:
+                    dest._client.copy_object(
+                        CopySource=source,
+                        Bucket=dest.bucket,
+                        Key=dest.prefix + dest_key,
+                        **extra,  # type: ignore[arg-type]
+                    )
+                    return KeyResult(key, True)
                 dest._client.copy(
                     source,
                     dest.bucket,

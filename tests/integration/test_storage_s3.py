@@ -410,6 +410,36 @@ def test_copy_with_storage_class_keeps_metadata_and_tags(
     assert {t["Key"]: t["Value"] for t in tags} == {"team": "vision", "keep": "yes"}
 
 
+def test_copy_of_a_known_size_is_one_copy_object_keeping_metadata_and_tags(
+    moto_server: str, s3_bucket: str, s3_client: Any
+) -> None:
+    # Apply knows each object's size from the plan (checked just before): no HEAD first.
+    s3_client.put_object(
+        Bucket=s3_bucket,
+        Key="runs/a/model.pt",
+        Body=b"w" * 1000,
+        Metadata={"framework": "torch"},
+        Tagging="team=vision",
+    )
+    store = S3Store(f"s3://{s3_bucket}/", endpoint_url=moto_server)
+    calls: list[str] = []
+    for op in ("HeadObject", "CopyObject", "UploadPartCopy"):
+        store._client.meta.events.register(
+            f"before-call.s3.{op}", lambda model, **_: calls.append(model.name)
+        )
+    result = store.copy("runs/a/model.pt", store, "q/a/model.pt", "STANDARD_IA", size=1000)
+    assert result.ok, result.error
+    assert calls == ["CopyObject"]
+    head = s3_client.head_object(Bucket=s3_bucket, Key="q/a/model.pt")
+    assert (head["ContentLength"], head["StorageClass"]) == (1000, "STANDARD_IA")
+    assert head["Metadata"] == {"framework": "torch"}
+    tags = s3_client.get_object_tagging(Bucket=s3_bucket, Key="q/a/model.pt")["TagSet"]
+    assert tags == [{"Key": "team", "Value": "vision"}]
+    missing = store.copy("runs/nothing.pt", store, "q/nothing.pt", size=10)
+    assert not missing.ok
+    assert "no such key" in (missing.error or "")
+
+
 def test_copy_missing_source_reports_it(moto_server: str, s3_bucket: str) -> None:
     store = store_for(moto_server, f"s3://{s3_bucket}")
     result = store.copy("nope.bin", store, "dest.bin")
