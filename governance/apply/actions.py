@@ -125,7 +125,7 @@ class ActionRunner:
         classes = {c.action.id: in_place_class(c.action) for c in checks}
         targets = {k: v for k, v in classes.items() if v}
         items = [
-            (c.action.id, c.action.artifact.root_url, o.key)
+            (c.action.id, c.action.artifact.root_url, o.key, o.size)
             for c in checks
             if c.action.id in targets
             for o in c.todo

@@ -122,20 +122,21 @@ def _quarantine_copy(
 
 
 def copy_in_place(
-    items: Sequence[tuple[int, str, str]],
+    items: Sequence[tuple[int, str, str, int]],
     storage_class: Mapping[int, str],
     stores: StoreFactory,
     concurrency: int,
 ) -> dict[tuple[int, str], KeyResult]:
-    """Change storage classes by copying each (action id, root, key) onto itself."""
+    """Change storage classes by copying each (action id, root, key, checked size) onto
+    itself (the size spares a lookup per object: see `Store.copy`)."""
 
-    def copy(item: tuple[int, str, str]) -> KeyResult:
-        action_id, root, key = item
+    def copy(item: tuple[int, str, str, int]) -> KeyResult:
+        action_id, root, key, size = item
         store = stores(root)
-        return store.copy(key, store, key, storage_class=storage_class[action_id])
+        return store.copy(key, store, key, storage_class=storage_class[action_id], size=size)
 
     results = run_pool(copy, items, concurrency)
-    return {(a, k): r for (a, _, k), r in zip(items, results, strict=True)}
+    return {(a, k): r for (a, _, k, _), r in zip(items, results, strict=True)}
 
 
 def copy_to(
