@@ -86,7 +86,7 @@ def apply_plan(
             raise
         notes.append(f"a real apply would be refused: {exc}")
     concurrency = config.concurrency or 16
-    done = journal.final_actions(engine, plan_id)
+    done: set[int] = set()  # actions earlier executions finished; read again under the lock
 
     def todo_actions() -> Iterator[PlannedAction]:
         for action in iter_actions(engine, plan_id):
@@ -94,10 +94,14 @@ def apply_plan(
                 yield action
 
     with CheckPipeline(engine, plan_id, _chunks(todo_actions()), stores, concurrency) as checks:
-        # The first batches' preconditions are listed (read-only) while the plan is
-        # verified; every action is checked against the verified digests before it is
-        # acted on or reported (`scan.verify`).
-        checks.start()
+        if dry_run:
+            # Nothing will act on these checks: list the first batch's preconditions
+            # while the plan is verified. A real apply checks only once it holds the
+            # plan's lock (`_execute`): a check made before could be made stale by an
+            # apply still holding it. Every action is verified against the fingerprinted
+            # digests before it is acted on or reported (`scan.verify_all`).
+            done.update(journal.final_actions(engine, plan_id))
+            checks.start()
         scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
         _refuse_unsafe_modes(
             plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
@@ -112,18 +116,35 @@ def apply_plan(
             notes=notes,
             keep_results=None if dry_run else RESULTS_KEPT,
         )
-        skip = set(scan.not_run)
-        report.done_before = sorted(i for i in done if i in scan.digests and i not in skip)
-        skip.update(done)
-        todo = scan.total - len(skip & scan.digests.keys())
+
+        def count_todo() -> int:
+            """Read what is done (again, once the lock is held), note it, count the rest."""
+            done.clear()
+            done.update(journal.final_actions(engine, plan_id))
+            skip = set(scan.not_run)
+            report.done_before = sorted(i for i in done if i in scan.digests and i not in skip)
+            skip.update(done)
+            return scan.total - len(skip & scan.digests.keys())
+
         if dry_run:
+            count_todo()
             for chunk, _, batch_checks in checks:
                 scan.verify_all(chunk)
                 report.add([_would(c, config.delete_mode) for c in batch_checks])
             report.executions = journal.executions(engine, plan_id)
             return report
         return _execute(
-            engine, scan, checks, todo, report, actor, now, stores, config, concurrency, progress
+            engine,
+            scan,
+            checks,
+            count_todo,
+            report,
+            actor,
+            now,
+            stores,
+            config,
+            concurrency,
+            progress,
         )
 
 
@@ -187,7 +208,7 @@ def _execute(
     engine: Engine,
     scan: PlanScan,
     checks: CheckPipeline,
-    todo: int,
+    count_todo: Callable[[], int],
     report: ExecutionReport,
     actor: str,
     now: datetime,
@@ -211,6 +232,7 @@ def _execute(
     report.execution_id = execution_id
     status, error = "error", None
     try:
+        todo = count_todo()  # under the lock: an apply that just finished is seen
         with journal.Heartbeat(engine, plan_id, execution_id, _clock):
             audit.record_now(
                 engine,

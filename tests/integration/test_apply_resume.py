@@ -179,3 +179,37 @@ def test_a_kill_between_delete_and_record_is_recovered_from_the_journal(
     assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'removed'") == 90
     assert json.loads(setup.restore(plan_id).stdout)["restored"] == 90
     assert len([p for p in storage.rglob("*") if p.is_file()]) == 90
+
+
+def test_an_apply_waiting_on_verification_does_not_act_on_checks_made_before_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While apply B verifies the plan, apply A runs it to the end. B must check its
+    # preconditions only once it holds the plan's lock: checks made earlier would see
+    # objects A has since moved, and acting on them would fail copies and delete A's
+    # quarantine copies as strays.
+    import governance.apply.executor as executor
+    from governance.apply import StoreOpener, apply_plan
+
+    setup, storage, plan_id = build(tmp_path)
+    real_scan = executor.scan_plan
+    raced: list[bool] = []
+
+    def scan_while_another_apply_runs(*args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            setup.apply(plan_id)  # apply A, start to finish
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "scan_plan", scan_while_another_apply_runs)
+    engine = setup.engine()
+    try:
+        report = apply_plan(
+            engine, plan_id, actor="ops", now=datetime.now(UTC), stores=StoreOpener()
+        )
+    finally:
+        engine.dispose()
+    quarantined = [p for p in (storage.parent / ".govern-quarantine").rglob("*") if p.is_file()]
+    assert len(quarantined) == 90  # A's copies are all still there
+    assert not report.failed
+    assert len(report.done_before) == 90  # B finds everything done by A

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -243,3 +244,25 @@ def _types(value: object) -> object:
     if isinstance(value, list):
         return [_types(v) for v in value]
     return type(value)
+
+
+def test_events_appended_while_verifying_are_not_taken_for_tampering(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An apply may append while `audit --verify` walks the log: the head is read first
+    # and the walk stops there, so the newer events cannot look like a moved head.
+    _fill(engine, 3)
+    walk = audit.iter_events
+
+    def walk_while_appending(eng: Engine, plan_id: str | None = None) -> Any:
+        for i, ev in enumerate(walk(eng, plan_id)):
+            if i == 0:
+                record_now(eng, "action", actor="apply", plan_id="p-9", payload={"n": i})
+            yield ev
+
+    monkeypatch.setattr(audit, "iter_events", walk_while_appending)
+    result = audit.verify(engine)
+    assert result.ok, result.problems
+    assert result.checked == 3
+    monkeypatch.undo()
+    assert audit.verify(engine).checked == 4  # the next verify sees the new event
