@@ -15,9 +15,9 @@ from typing import Any, cast
 from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from governance.catalog.tables import ArtifactRow, MetaCache, RunRow, us_from_datetime
+from governance.catalog.tables import ArtifactRow, MetaCache, RunRow
 from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind, MetaReader
-from governance.storage.base import Store
+from governance.storage.base import Store, epoch_micros
 
 _A = ArtifactRow.__table__  # type: ignore[attr-defined]
 _R = RunRow.__table__  # type: ignore[attr-defined]
@@ -172,7 +172,7 @@ def _rows(
                 "status": run.status.value,
                 "status_reason": run.status_reason,
                 "attributes": run.attributes,
-                "last_write": us_from_datetime(run.last_write),
+                "last_write": epoch_micros(run.last_write),
                 "bytes": sum(a.bytes for a in group.artifacts),
                 "objects": sum(a.object_count for a in group.artifacts),
                 "checkpoints": checkpoints,
@@ -193,7 +193,7 @@ def _rows(
                 "strippable": a.strippable,
                 "bytes": a.bytes,
                 "objects": a.object_count,
-                "last_modified": us_from_datetime(a.last_modified),
+                "last_modified": epoch_micros(a.last_modified),
                 "components": a.components(),
                 "metrics": a.metrics or None,
                 "note": a.note,

@@ -26,7 +26,6 @@ from governance.catalog.tables import (
     PlanKeptRow,
     PlanRow,
     datetime_from_us,
-    us_from_datetime,
 )
 from governance.errors import UnknownPlanError
 from governance.plan.types import (
@@ -41,6 +40,7 @@ from governance.plan.types import (
     PlanSummary,
     RuleSummary,
 )
+from governance.storage.base import epoch_micros
 
 _P = PlanRow.__table__  # type: ignore[attr-defined]
 _A = PlanActionRow.__table__  # type: ignore[attr-defined]
@@ -158,7 +158,7 @@ def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
             o.key,
             o.size,
             o.etag,
-            us_from_datetime(o.last_modified),
+            epoch_micros(o.last_modified),
             o.storage_class,
             o.version_id,
             o.upload_id,

@@ -163,12 +163,6 @@ class ArtifactRow(SQLModel, table=True):
     note: str = ""
 
 
-def us_from_datetime(value: datetime) -> int:
-    """Microseconds since the epoch for an aware datetime."""
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
 def datetime_from_us(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 

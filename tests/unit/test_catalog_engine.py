@@ -21,6 +21,7 @@ from governance.catalog.engine import (
     upgrade,
 )
 from governance.errors import CatalogError
+from governance.storage.base import epoch_micros
 from tests.catalogs import catalog_url  # noqa: F401
 
 
@@ -107,7 +108,7 @@ def test_utc_datetime_rejects_naive_values() -> None:
 
 def test_microsecond_times_round_trip() -> None:
     moment = datetime(2026, 11, 30, 2, 15, 0, 123456, tzinfo=UTC)
-    assert tables.datetime_from_us(tables.us_from_datetime(moment)) == moment
+    assert tables.datetime_from_us(epoch_micros(moment)) == moment
 
 
 def test_upgrade_gives_an_existing_audit_log_its_head(tmp_path: Path) -> None:
