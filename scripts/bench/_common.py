@@ -331,6 +331,24 @@ def moto_server() -> Iterator[MotoServer]:
 # --------------------------------------------------------------------------- AWS CLI
 
 
+def pip_install_tool(package: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`pip install PACKAGE` into bench-out/awscli-venv (the tools' venv, never the project's)."""
+    return subprocess.run(
+        [
+            str(AWSCLI_VENV / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            package,
+        ],
+        check=check,
+        capture_output=True,
+        text=True,
+    )
+
+
 def ensure_awscli(explicit: str | None = None) -> str | None:
     """Path of an `aws` executable, or None (with a message) when none can be had.
 
@@ -355,20 +373,7 @@ def ensure_awscli(explicit: str | None = None) -> str | None:
             capture_output=True,
             text=True,
         )
-        subprocess.run(
-            [
-                str(AWSCLI_VENV / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "awscli",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
+        pip_install_tool("awscli", check=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
         log(

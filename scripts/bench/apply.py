@@ -88,6 +88,7 @@ from _common import (
     isolated_env,
     log,
     moto_server,
+    pip_install_tool,
     print_table,
     rows_as_json,
     rss_method,
@@ -235,20 +236,7 @@ def tool_path(explicit: str | None, name: str) -> str | None:
     if ensure_awscli(None) is None:  # makes the venv
         return None
     log(f"installing {name} into {AWSCLI_VENV} (first use only)")
-    done = subprocess.run(
-        [
-            str(AWSCLI_VENV / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            name,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = pip_install_tool(name)
     if done.returncode != 0 or not path.exists():
         log(f"could not install {name}: {done.stderr.strip().splitlines()[-1:]}")
         return None
