@@ -27,6 +27,7 @@ class ListingStart:
     store: Store
     rows: Iterator[AnyRow]
     size_at: int  # index of the size in a row: compact local rows hold 4 values, not 8
+    began: float  # `time.perf_counter()` when the scan began (for its seconds)
 
     def close(self) -> None:
         """Stop the listing's workers, consumed or not (safe more than once)."""
@@ -40,23 +41,23 @@ def start_listing(store: Store, exclude_prefixes: Sequence[str] = ()) -> Listing
 
     An S3 listing sends its first requests here; other stores list as they are consumed.
     """
+    began = time.perf_counter()
     store.check()  # bad URL or credentials: fail before the catalog records anything
     compact = list_compact_rows(store, exclude_prefixes)
     if compact is not None:
-        return ListingStart(store, compact, 1)
-    return ListingStart(store, list_rows(store, exclude_prefixes), 2)
+        return ListingStart(store, compact, 1, began)
+    return ListingStart(store, list_rows(store, exclude_prefixes), 2, began)
 
 
-StartedRoot = tuple[float, ListingStart] | GovernanceError
-"""A root whose listing is under way (with the `perf_counter` time its scan began), or
-the error that stopped it (the root cannot be opened or read)."""
+StartedRoot = ListingStart | GovernanceError
+"""A root whose listing is under way, or the error that stopped it (the root cannot be
+opened or read)."""
 
 
 def start_root(spec: RootSpec, policy: Policy | None, concurrency: int) -> StartedRoot:
     """Open the root, check it and start its listing; an unreadable root is an error value."""
-    began = time.perf_counter()
     try:
         store = spec.open(concurrency)
-        return began, start_listing(store, excluded_prefixes(store.url, policy))
+        return start_listing(store, excluded_prefixes(store.url, policy))
     except GovernanceError as exc:
         return exc

@@ -8,7 +8,7 @@ nothing gone and leaves the last complete state as it was.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
@@ -21,7 +21,7 @@ from governance.catalog import bulk
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
 from governance.catalog.tables import Scan
 from governance.scan.listing import ListingStart, start_listing
-from governance.storage.base import AnyRow, Store
+from governance.storage.base import Store
 
 BATCH = 5000
 
@@ -68,9 +68,8 @@ def scan_store(
     progress: Progress | None = None,
 ) -> ScanSummary:
     """List `store` into the catalog. Raises StorageError (root untouched) if it cannot be read."""
-    started = time.perf_counter()
     listing = start_listing(store, exclude_prefixes)
-    return scan_listing(engine, listing, actor=actor, name=name, progress=progress, started=started)
+    return scan_listing(engine, listing, actor=actor, name=name, progress=progress)
 
 
 def scan_listing(
@@ -80,37 +79,22 @@ def scan_listing(
     actor: str,
     name: str | None = None,
     progress: Progress | None = None,
-    started: float | None = None,
 ) -> ScanSummary:
-    """Fold a started listing into the catalog (see the module docstring), then close it.
-
-    `started` (a `time.perf_counter()` reading) is when the scan began, for its seconds.
-    """
+    """Fold a started listing into the catalog (see the module docstring), then close it."""
     try:
-        return _scan_rows(
-            engine,
-            listing.store,
-            listing.rows,
-            listing.size_at,
-            actor,
-            name,
-            progress,
-            time.perf_counter() if started is None else started,
-        )
+        return _scan_rows(engine, listing, actor, name, progress)
     finally:
         listing.close()
 
 
 def _scan_rows(
     engine: Engine,
-    store: Store,
-    rows: Iterator[AnyRow],
-    size_at: int,
+    listing: ListingStart,
     actor: str,
     name: str | None,
     progress: Progress | None,
-    started: float,
 ) -> ScanSummary:
+    store, rows, size_at = listing.store, listing.rows, listing.size_at
     root_id = get_or_create_root(engine, store.url, name)
     scan_id = start_scan(engine, root_id, actor)
     listed = 0
@@ -179,5 +163,5 @@ def _scan_rows(
         new=new,
         changed=changed,
         gone=gone,
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - listing.began,
     )

@@ -59,22 +59,21 @@ def scan_roots(
                 yield exc
                 continue
             finally:
-                started[1].close()
+                started.close()
             yield summary
     finally:
-        if first is not None and not isinstance(first, GovernanceError):
-            first[1].close()  # if the catalog never opened, its workers stop here
+        if isinstance(first, ListingStart):
+            first.close()  # if the catalog never opened, its workers stop here
 
 
 def _scan_started(
     app: AppContext,
     policy: Policy | None,
     spec: RootSpec,
-    started: tuple[float, ListingStart],
+    listing: ListingStart,
     now: datetime,
     progress_for: ProgressFactory | None,
 ) -> ScanSummary:
-    began, listing = started
     engine = app.engine
     store = listing.store
     bar = progress_for(app, f"scan {store.url}") if progress_for else nullcontext(None)
@@ -85,7 +84,6 @@ def _scan_started(
             actor=app.settings.identity,
             name=spec.name,
             progress=progress,
-            started=began,
         )
     options = policy.classify_options(now) if policy else ClassifyOptions(as_of=now)
     record_layout(engine, summary.root_id, options_to_json(options), spec.connection())
