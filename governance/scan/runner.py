@@ -17,7 +17,7 @@ from typing import cast
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
-from governance.catalog import bulk
+from governance.catalog import bulk, rescan
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
 from governance.catalog.tables import Scan
 from governance.scan.listing import ListingStart, start_listing
@@ -102,12 +102,19 @@ def _scan_rows(
     try:
         with engine.connect() as conn:
             direct = bulk.root_is_empty(conn, root_id)
-            if not direct:
+            diff = (
+                None if direct or not rescan.applies_to(conn) else rescan.RescanDiff(conn, root_id)
+            )
+            if diff is not None:
+                diff.start()
+            elif not direct:
                 bulk.create_stage(conn)
                 conn.commit()
             while batch := list(islice(rows, BATCH)):
                 if direct:
                     bulk.write_objects_direct(conn, root_id, scan_id, batch)
+                elif diff is not None:
+                    diff.add(batch)
                 else:
                     bulk.write_stage(conn, batch)
                 listed += len(batch)
@@ -117,6 +124,10 @@ def _scan_rows(
             if direct:
                 # First scan: everything listed is new; one transaction from first row to here.
                 new, changed, gone = listed, 0, 0
+            elif diff is not None:
+                conn.commit()
+                # One transaction: either the whole listing is folded in, or nothing is.
+                new, changed, gone = diff.finish(scan_id)
             else:
                 conn.commit()
                 bulk.index_stage(conn)
@@ -137,7 +148,10 @@ def _scan_rows(
                 )
             )
             conn.commit()
-            if not direct:
+            if diff is not None:
+                diff.drop()
+                conn.commit()
+            elif not direct:
                 bulk.drop_stage(conn)
                 conn.commit()
     except BaseException as exc:

@@ -1,8 +1,9 @@
 """FsspecStore: a Store over any fsspec filesystem.
 
-Local disk is walked with `os.scandir` directory by directory (fsspec's `find` builds the
-whole listing in memory and its per-file overhead is several times a plain scandir); every
-other protocol streams through `fs.walk`, one directory per listing call.
+Local disk is walked with `os.scandir` directory by directory (`local_walk`; fsspec's
+`find` builds the whole listing in memory and its per-file overhead is several times a
+plain scandir), in a child process when the scanner asks; every other protocol streams
+through `fs.walk`, one directory per listing call.
 Symbolic links are neither followed nor listed: following them could count (and delete)
 the same bytes twice, or escape the root.
 """
@@ -22,7 +23,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from governance.errors import AccessDeniedError, NoSuchRootError, StorageError
+from governance.errors import NoSuchRootError, StorageError
 from governance.storage import BUCKET_SCHEMES, WritableStore
 from governance.storage.base import (
     CompactRow,
@@ -34,6 +35,7 @@ from governance.storage.base import (
     row_from_info,
 )
 from governance.storage.errors import KeyNotFoundError, translate
+from governance.storage.local_walk import WalkProcess, can_walk_beside, walk_tree
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_FIELDS = ("LastModified", "last_modified", "mtime", "modified", "updated", "created")
@@ -115,10 +117,14 @@ class FsspecStore:
     def list_compact_rows(
         self, exclude_prefixes: Sequence[str] = ()
     ) -> Iterator[CompactRow] | None:
-        """Local disk only: (key, size, mtime token, µs) rows, the scanner's fastest path."""
+        """Local disk only: (key, size, mtime token, µs) rows, the scanner's fastest path,
+        walked by a child process when there is a second CPU (`local_walk.WalkProcess`)."""
         if not self._local:
             return None
-        return self._compact(tuple(p for p in exclude_prefixes if p))
+        excludes = tuple(p for p in exclude_prefixes if p)
+        if can_walk_beside():
+            return WalkProcess(self._base, self.url, excludes)
+        return self._compact(excludes)
 
     def _compact(self, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
         try:
@@ -134,42 +140,7 @@ class FsspecStore:
             yield ObjectInfo(key, size, epoch + timedelta(microseconds=micros), etag)
 
     def _walk_local(self, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
-        """Depth-first scandir walk yielding compact rows; the per-file work is one lstat
-        and one tuple (this loop is the scanner's hot path)."""
-        stack = [("", self._base)]
-        while stack:
-            rel, directory = stack.pop()
-            relevant = tuple(e for e in excludes if e.startswith(rel)) if excludes else ()
-            try:
-                entries = os.scandir(directory)
-            except FileNotFoundError:
-                if rel:
-                    continue  # removed while we walked: nothing left to list
-                raise NoSuchRootError(self.url, "does not exist") from None
-            except NotADirectoryError:
-                if rel:
-                    continue
-                raise NoSuchRootError(self.url, "is not a directory") from None
-            except PermissionError as exc:
-                raise AccessDeniedError(self.url, f"cannot read {rel or '.'} ({exc})") from exc
-            with entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            sub = rel + entry.name + "/"
-                            if not (relevant and sub.startswith(relevant)):
-                                stack.append((sub, entry.path + "/"))
-                            continue
-                        if not entry.is_file(follow_symlinks=False):
-                            continue  # symlinks, sockets, fifos
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # removed between readdir and stat
-                    key = rel + entry.name
-                    if relevant and key.startswith(relevant):
-                        continue
-                    ns = st.st_mtime_ns
-                    yield (key, st.st_size, f"mtime:{ns}", ns // 1000)
+        return walk_tree(self._base, self.url, excludes)
 
     def _walk_fsspec(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
         """`fs.walk` (one directory at a time) with excluded directories pruned in place."""

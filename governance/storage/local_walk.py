@@ -1,0 +1,203 @@
+"""Walking a local directory tree, in this process or in a child process beside the scanner.
+
+The walk (a readdir per directory, an lstat and a tuple per file) and the scanner's
+SQLite writes both hold the GIL, so in one process they take turns (a producer thread
+made the scan slower). `WalkProcess` runs the walk in a child Python process (`python -m
+governance.storage.local_walk`) that streams batches of rows through a pipe, so the walk
+and the writes run on two cores. The pipe's buffer bounds memory: a child ahead of the
+scanner blocks on its next write. The child is in its own session, so a Ctrl-C reaches
+only the scanner, which stops the child; if the scanner dies, the child's next write
+fails and it exits.
+
+Rows are `(key, size, "mtime:<ns>", µs)`: the mtime token stands in for an ETag on disk.
+Symbolic links are neither followed nor listed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import marshal
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from governance.errors import AccessDeniedError, NoSuchRootError, StorageError
+from governance.storage.base import CompactRow
+
+BATCH_ROWS = 2000
+"""Rows per message: large enough that framing and wake-ups cost nothing per row."""
+_HEADER = struct.Struct("<Q")
+_PIPE_BYTES = 1 << 20
+"""Pipe capacity asked for (Linux): fewer wake-ups; the child stays at most this far ahead."""
+_ERRORS: dict[str, type[StorageError]] = {
+    cls.__name__: cls for cls in (StorageError, NoSuchRootError, AccessDeniedError)
+}
+
+
+def walk_tree(base: str, url: str, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
+    """Depth-first scandir walk of `base` (ending in '/') yielding compact rows.
+
+    Excluded subtrees are never entered. The per-file work is one lstat and one tuple:
+    this loop is the local scan's hot path. Raises NoSuchRootError / AccessDeniedError
+    naming `url`; a file or directory removed while the walk runs is skipped.
+    """
+    stack = [("", base)]
+    while stack:
+        rel, directory = stack.pop()
+        relevant = tuple(e for e in excludes if e.startswith(rel)) if excludes else ()
+        try:
+            entries = os.scandir(directory)
+        except FileNotFoundError:
+            if rel:
+                continue  # removed while we walked: nothing left to list
+            raise NoSuchRootError(url, "does not exist") from None
+        except NotADirectoryError:
+            if rel:
+                continue
+            raise NoSuchRootError(url, "is not a directory") from None
+        except PermissionError as exc:
+            raise AccessDeniedError(url, f"cannot read {rel or '.'} ({exc})") from exc
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = rel + entry.name + "/"
+                        if not (relevant and sub.startswith(relevant)):
+                            stack.append((sub, entry.path + "/"))
+                        continue
+                    if not entry.is_file(follow_symlinks=False):
+                        continue  # symlinks, sockets, fifos
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed between readdir and stat
+                key = rel + entry.name
+                if relevant and key.startswith(relevant):
+                    continue
+                ns = st.st_mtime_ns
+                yield (key, st.st_size, f"mtime:{ns}", ns // 1000)
+
+
+def can_walk_beside() -> bool:
+    """A child walker pays off only with a second CPU to run it on."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return cpus > 1
+
+
+class WalkProcess:
+    """The rows of `walk_tree(base, url, excludes)`, walked by a child process.
+
+    Iterate it once, then `close()` (always; safe more than once): closing early stops the
+    child. Errors the child meets are raised here as the same StorageError it met.
+    """
+
+    def __init__(self, base: str, url: str, excludes: tuple[str, ...]) -> None:
+        self.url = url
+        package_parent = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_parent, env.get("PYTHONPATH", "")) if p
+        )
+        request = json.dumps({"base": base, "url": url, "excludes": list(excludes)})
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, request],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # a terminal's Ctrl-C goes to the scanner, not here
+        )
+        assert self._proc.stdout is not None
+        self._out: IO[bytes] = self._proc.stdout
+        _widen_pipe(self._out.fileno())
+        self._rows: Iterator[CompactRow] = self._receive()
+
+    def __iter__(self) -> Iterator[CompactRow]:
+        return self._rows
+
+    def __next__(self) -> CompactRow:
+        return next(self._rows)
+
+    def _receive(self) -> Iterator[CompactRow]:
+        read = self._out.read
+        while True:
+            header = read(_HEADER.size)
+            if len(header) < _HEADER.size:
+                code = self._proc.wait()
+                raise StorageError(self.url, f"the walking process stopped early (exit {code})")
+            message = marshal.loads(read(_HEADER.unpack(header)[0]))
+            if message is None:
+                return
+            if isinstance(message, tuple):  # (error class name, message without the URL)
+                name, detail = message
+                raise _ERRORS.get(name, StorageError)(self.url, detail)
+            yield from message
+
+    def close(self) -> None:
+        """Stop the child if it still runs, and reap it."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        self._out.close()
+
+
+def _widen_pipe(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    if set_size is None:
+        return
+    with contextlib.suppress(OSError):  # over the system's limit: the default size works
+        fcntl.fcntl(fd, set_size, _PIPE_BYTES)
+
+
+def _send(out: IO[bytes], message: list[CompactRow] | tuple[str, str] | None) -> None:
+    data = marshal.dumps(message)
+    out.write(_HEADER.pack(len(data)))
+    out.write(data)
+
+
+def serve(base: str, url: str, excludes: tuple[str, ...], out: IO[bytes]) -> None:
+    """The child's side: walk and write framed marshal messages (row batches, then None;
+    or an error as (class name, message))."""
+    from governance.storage.errors import translate
+
+    batch: list[CompactRow] = []
+    try:
+        for row in walk_tree(base, url, excludes):
+            batch.append(row)
+            if len(batch) == BATCH_ROWS:
+                _send(out, batch)
+                batch = []
+        if batch:
+            _send(out, batch)
+        _send(out, None)
+    except Exception as exc:
+        error = exc if isinstance(exc, StorageError) else translate(url, exc)
+        prefix = f"{url}: "
+        text = str(error)
+        _send(out, (type(error).__name__, text.removeprefix(prefix)))
+    out.flush()
+
+
+def main(argv: list[str]) -> int:
+    """`python -m governance.storage.local_walk '{"base": ..., "url": ..., "excludes": [...]}'`."""
+    request = json.loads(argv[0])
+    out = os.fdopen(sys.stdout.fileno(), "wb", buffering=1 << 16, closefd=False)
+    try:
+        serve(request["base"], request["url"], tuple(request["excludes"]), out)
+    except (BrokenPipeError, KeyboardInterrupt):
+        os._exit(1)  # the scanner is gone or stopping: nobody reads the rest, nothing to flush
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
