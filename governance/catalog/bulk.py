@@ -4,7 +4,7 @@ and set-based merges, so no Python object is built per catalog row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -180,22 +180,32 @@ _CHUNK = 5000
 
 
 def insert_rows(
-    conn: Connection, table: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+    conn: Connection,
+    table: Any,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    bound: Collection[str] = (),
 ) -> int:
     """Insert tuples (values in `columns` order) through the driver's executemany.
 
     Each value is bound by its column's type exactly as Core binds it (datetimes, JSON),
     but without Core's per-row parameter dictionaries, which cost more than the write
     itself for the journal and audit rows of a large apply. Returns the rows written.
+    Values of the `bound` columns are already in the driver's form (e.g. JSON text the
+    caller wrote as the column's serializer would); they need a driver of a known
+    paramstyle (`can_prebind`).
     """
     mark = _PLACEHOLDERS.get(conn.dialect.paramstyle)
     if mark is None:  # a driver of another paramstyle: let Core bind
+        if bound:
+            raise ValueError("pre-bound values need a driver of a known paramstyle")
         return insert_many(conn, table, (dict(zip(columns, row, strict=True)) for row in rows))
     sql = (
         f"INSERT INTO {table.name} ({', '.join(columns)}) "
         f"VALUES ({', '.join([mark] * len(columns))})"
     )
-    bind = bind_processors(conn, table, columns)
+    bind = bind_processors(conn, table, columns, bound)
     count = 0
     chunk: list[tuple[Any, ...]] = []
     for row in rows:
@@ -222,16 +232,23 @@ def execute_rows(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> N
         conn.exec_driver_sql(statement, [tuple(r) for r in rows[start : start + _CHUNK]])
 
 
+def can_prebind(conn: Connection) -> bool:
+    """Whether `insert_rows` takes `bound` columns on this connection."""
+    return conn.dialect.paramstyle in _PLACEHOLDERS
+
+
 def bind_processors(
-    conn: Connection, table: Any, columns: Sequence[str]
+    conn: Connection, table: Any, columns: Sequence[str], bound: Collection[str] = ()
 ) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
     """A function turning a row of Python values into what the driver receives, column
-    type by column type, as Core would (JSON's None included)."""
+    type by column type, as Core would (JSON's None included); values of the `bound`
+    columns are passed as they are."""
     dialect = conn.dialect
     processors = [
         (i, proc)
         for i, name in enumerate(columns)
-        if (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        if name not in bound
+        and (proc := table.c[name].type.dialect_impl(dialect).bind_processor(dialect)) is not None
     ]
     if not processors:
         return tuple
@@ -242,13 +259,15 @@ def bind_processors(
         values = list(row)
         for i, proc in processors:
             value = values[i]
+            if type(value) is not datetime:
+                values[i] = proc(value)
+                continue
             seen = last.get(i)
-            if seen is not None and seen[0] is value:
+            if seen is not None and seen[0] is value:  # immutable: safe to reuse by identity
                 values[i] = seen[1]
                 continue
             values[i] = bound = proc(value)
-            if type(value) is datetime:  # immutable: safe to reuse by identity
-                last[i] = (value, bound)
+            last[i] = (value, bound)
         return tuple(values)
 
     return bind

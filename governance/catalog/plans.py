@@ -11,16 +11,18 @@ Each action's object preconditions are stored as one JSON array of compact array
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-from governance.catalog.bulk import insert_rows
+from governance.catalog.bulk import can_prebind, insert_rows
 from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
@@ -91,7 +93,16 @@ def save_plan(engine: Engine, plan: Plan) -> None:
     with engine.begin() as conn:
         conn.execute(_P.insert(), [_header_row(plan)])
         pid = plan.plan_id
-        insert_rows(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
+        if _writes_json_itself(conn):
+            insert_rows(
+                conn,
+                _A,
+                _ACTION_COLUMNS,
+                (_action_values(pid, a, as_json=True) for a in plan.actions),
+                bound=("objects",),
+            )
+        else:
+            insert_rows(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
         insert_rows(
             conn, _K, _KEPT_COLUMNS, (_kept_values(pid, i, k) for i, k in enumerate(plan.kept))
         )
@@ -150,29 +161,39 @@ _ACTION_COLUMNS = (
 )
 
 
-def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
-    """One `plan_actions` row, in `_ACTION_COLUMNS` order."""
-    root = a.artifact.root_url
-    objects = [
-        [
-            o.key,
-            o.size,
-            o.etag,
-            epoch_micros(o.last_modified),
-            o.storage_class,
-            o.version_id,
-            o.upload_id,
-            None if o.uri == root + o.key else o.uri,
-        ]
-        for o in a.objects
-    ]
+def _action_values(plan_id: str, a: PlannedAction, *, as_json: bool = False) -> tuple[Any, ...]:
+    """One `plan_actions` row, in `_ACTION_COLUMNS` order; with `as_json`, `objects` is the
+    JSON text the column's serializer (`json.dumps`) would write (see `_objects_json`)."""
     art = a.artifact
+    root = art.root_url
+    objects = []
+    size = 0
+    when: datetime | None = None
+    micros = 0
+    for o in a.objects:
+        if o.last_modified is not when:  # an action's objects often share their time
+            when = o.last_modified
+            micros = epoch_micros(when)
+        objects.append(
+            [
+                o.key,
+                o.size,
+                o.etag,
+                micros,
+                o.storage_class,
+                o.version_id,
+                o.upload_id,
+                None if o.uri == root + o.key else o.uri,
+            ]
+        )
+        size += o.size
+    kind = a.action
     return (
         plan_id,
         a.id,
         a.rule,
         a.tier,
-        ActionType(a.action).value,
+        kind._value_ if type(kind) is ActionType else ActionType(kind).value,
         a.destructive,
         art.uri,
         art.kind,
@@ -182,14 +203,47 @@ def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
         a.storage_class,
         a.dest_url,
         a.reason,
-        a.bytes,
-        len(a.objects),
+        size,  # a.bytes
+        len(objects),
         a.early_deletion_usd,
         a.request_cost_usd,
         a.monthly_cost_before_usd,
         a.monthly_cost_after_usd,
-        objects,
+        _objects_json(objects) if as_json else objects,
     )
+
+
+def _writes_json_itself(conn: Connection) -> bool:
+    """Whether `save_plan` writes the `objects` JSON text itself: on SQLite with the
+    default serializer (`json.dumps`, no string processing), for a driver `insert_rows`
+    can hand pre-bound values to."""
+    dialect = conn.dialect
+    return (
+        dialect.name == "sqlite"
+        and getattr(dialect, "_json_serializer", None) is None
+        and can_prebind(conn)
+    )
+
+
+def _objects_json(objects: list[list[Any]]) -> str:
+    """`json.dumps(objects)` for the compact object arrays (strings, integers, None), with
+    the same encoder for strings and the same separators, without building an encoder
+    per row; anything else (an integer subclass, a value of another type) goes through
+    `json.dumps` itself."""
+    enc = encode_basestring_ascii
+    parts = []
+    try:
+        for key, size, etag, micros, sc, vid, upload, uri in objects:
+            if type(size) is not int or type(micros) is not int:
+                return json.dumps(objects)
+            parts.append(
+                f"[{enc(key)}, {size!r}, {enc(etag)}, {micros!r}, "
+                f"{'null' if sc is None else enc(sc)}, {'null' if vid is None else enc(vid)}, "
+                f"{enc(upload)}, {'null' if uri is None else enc(uri)}]"
+            )
+    except TypeError:
+        return json.dumps(objects)
+    return "[" + ", ".join(parts) + "]"
 
 
 _KEPT_COLUMNS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from json import loads
 from typing import Any
 
@@ -14,6 +15,7 @@ from governance.model.types import CatalogObject
 
 _O = StoredObject.__table__.c  # type: ignore[attr-defined]
 _R = Root.__table__.c  # type: ignore[attr-defined]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _key_order(engine: Engine) -> Any:
@@ -68,17 +70,23 @@ def stream_live_objects(
 
     On SQLite the rows come straight from the DBAPI cursor, as `iter_live_keys` reads
     them: a Result builds a Row per object and processes each column, which costs more
-    than SQLite takes to read it. `tags` (JSON text) is decoded as the JSON type would.
+    than SQLite takes to read it. `tags` (JSON text) is decoded as the JSON type would;
+    objects written at the same microsecond as the row before share its datetime.
     """
     if engine.dialect.name != "sqlite":
         yield from iter_live_objects(engine, root_id, chunk)
         return
+    epoch, micros = _EPOCH, timedelta
+    last_us: int | None = None
+    last = epoch
     for rows in _sqlite_chunks(engine, _objects_select(engine, root_id), chunk):
         for oid, key, size, lm, etag, sc, vid, upload, tags in rows:
+            if lm != last_us:  # the files of one save often share their time
+                last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
             yield CatalogObject(
                 key,
                 size,
-                datetime_from_us(lm),
+                last,
                 etag,
                 sc,
                 vid,

@@ -56,11 +56,13 @@ class Dispatch:
         self._sets: dict[int, Candidates] = {}
         self.looking_up = sum(1 << i for i, d in enumerate(self.detectors) if d.looks_up)
 
-    def folder_mask(self, folder: str) -> int:
+    def folder_mask(self, folder: str, *, keep: bool = False) -> int:
         """Bits of the detectors a needle of which is in `folder` (ending in '/' or '').
 
         A needle is in a folder when it is in one of its segments, so the mask is the
-        parent folder's or'ed with the last segment's (both cached)."""
+        parent folder's or'ed with the last segment's (both cached). A folder asked for
+        itself is not kept unless `keep`: sorted keys ask for each folder once, and only
+        the parents of folders (asked for again and again) are worth keeping."""
         mask = self._folders.get(folder)
         if mask is not None:
             return mask
@@ -75,10 +77,11 @@ class Dispatch:
             if len(self._segments) >= _MAX_NAMES:
                 self._segments.clear()
             self._segments[seg] = seg_mask
-        mask = self.folder_mask(up) | seg_mask
-        if len(self._folders) >= _MAX_NAMES:
-            self._folders.clear()
-        self._folders[folder] = mask
+        mask = self.folder_mask(up, keep=True) | seg_mask
+        if keep:
+            if len(self._folders) >= _MAX_NAMES:
+                self._folders.clear()
+            self._folders[folder] = mask
         return mask
 
     def _segment_mask(self, seg: str, after_slash: bool) -> int:

@@ -13,6 +13,7 @@ Then incomplete checkpoints older than the grace period become residue.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import pairwise
 from operator import attrgetter
 from typing import Any
 
@@ -189,14 +190,16 @@ def classify_group(
     ctx = Context(options, read_meta, _KeyIndex(live), trackers)
     registry = REGISTRY
     for unit, members in units.items():
-        members.sort(key=_KEY)
+        if not _in_key_order(members):  # they come in key order from `objs`: almost always
+            members.sort(key=_KEY)
         art = registry[owner[unit]].build(unit, members, ctx)
         _judge(art, options)
         out.append(art)
     out.extend(_loose(o, options) for o in loose)
     for art in out:
         art.run = run_key
-    out.sort(key=_art_order)
+    if not _in_art_order(out):
+        out.sort(key=_art_order)
     return out
 
 
@@ -204,7 +207,31 @@ def _art_order(a: Artifact) -> tuple[str, str, str]:
     return (a.key, a.layout, a.members[0].obj.upload_id)
 
 
+def _in_art_order(arts: list[Artifact]) -> bool:
+    """Whether `arts.sort(key=_art_order)` (stable) would leave them as they are: keys
+    strictly increasing almost always settle it without building the sort keys."""
+    for a, b in pairwise(arts):
+        if a.key < b.key:
+            continue
+        if a.key > b.key or _art_order(a) > _art_order(b):
+            return False
+    return True
+
+
 _KEY = attrgetter("key")
+
+
+def _in_key_order(objs: list[CatalogObject]) -> bool:
+    """Whether `objs.sort(key=_KEY)` (stable) would leave them as they are."""
+    prev = objs[0].key
+    for o in objs[1:]:
+        key = o.key
+        if key < prev:
+            return False
+        prev = key
+    return True
+
+
 _DISPATCH = Dispatch(REGISTRY)
 
 

@@ -99,6 +99,9 @@ class Artifact:
         members = self.members
         if len(members) == 1:
             return members[0].obj.last_modified
+        if len(members) == 2:
+            first, second = members[0].obj.last_modified, members[1].obj.last_modified
+            return second if second > first else first  # max(): the first of equals
         return max([m.obj.last_modified for m in members])
 
     def components(self) -> dict[str, int]:

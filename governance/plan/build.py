@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from governance.model.types import Group
@@ -59,6 +60,26 @@ def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
     return (a.artifact.root_url, a.artifact.uri, _ACTION_ORDER[a.action], a.objects[0].uri)
 
 
+def _kept_sort_key(k: KeptArtifact) -> tuple[str, str]:
+    return (k.artifact.root_url, k.artifact.uri)
+
+
+def _in_plan_order(actions: list[PlannedAction]) -> bool:
+    """Whether sorting by `_action_sort_key` (stable) would leave `actions` as they are.
+
+    Groups arrive in key order almost always, so their actions do too: comparing
+    neighbours (by artifact URI first, the sort key only on a tie of root and URI) is
+    cheaper than building a key per action and sorting.
+    """
+    for a, b in pairwise(actions):
+        x, y = a.artifact, b.artifact
+        if x.root_url == y.root_url and x.uri < y.uri:
+            continue
+        if _action_sort_key(a) > _action_sort_key(b):
+            return False
+    return True
+
+
 def summarize(
     actions: Iterable[PlannedAction], storage_cost_usd: float | None = None
 ) -> PlanSummary:
@@ -66,23 +87,39 @@ def summarize(
 
     With `storage_cost_usd` (the roots' whole monthly bill) the monthly costs are the
     roots' bill before and after the plan; without it, only the acted-on objects' share.
+    Counts and bytes are integers (any order gives the same totals); the costs are summed
+    action by action in the given order, as floats must be for the same result.
     """
-    summary = PlanSummary()
+    per_rule: dict[str, list[int]] = {}  # actions, objects, deleted, transitioned, archived
+    early = request = before = after = 0.0
+    transition, archive = ActionType.TRANSITION, ActionType.ARCHIVE
     for a in actions:
-        rule = summary.by_rule.setdefault(a.rule, RuleSummary())
-        deleted = a.bytes if a.action not in (ActionType.TRANSITION, ActionType.ARCHIVE) else 0
-        transitioned = a.bytes if a.action is ActionType.TRANSITION else 0
-        archived = a.bytes if a.action is ActionType.ARCHIVE else 0
-        for s in (summary, rule):
-            s.actions += 1
-            s.objects += len(a.objects)
-            s.bytes_deleted += deleted
-            s.bytes_transitioned += transitioned
-            s.bytes_archived += archived
-        summary.early_deletion_usd += a.early_deletion_usd
-        summary.request_cost_usd += a.request_cost_usd
-        summary.monthly_cost_before_usd += a.monthly_cost_before_usd
-        summary.monthly_cost_after_usd += a.monthly_cost_after_usd
+        counts = per_rule.get(a.rule)
+        if counts is None:
+            counts = per_rule[a.rule] = [0, 0, 0, 0, 0]
+        objects = a.objects
+        counts[0] += 1
+        counts[1] += len(objects)
+        size = sum([o.size for o in objects])
+        kind = a.action
+        counts[3 if kind is transition else 4 if kind is archive else 2] += size
+        early += a.early_deletion_usd
+        request += a.request_cost_usd
+        before += a.monthly_cost_before_usd
+        after += a.monthly_cost_after_usd
+    summary = PlanSummary(
+        early_deletion_usd=early,
+        request_cost_usd=request,
+        monthly_cost_before_usd=before,
+        monthly_cost_after_usd=after,
+    )
+    for rule, counts in per_rule.items():
+        summary.by_rule[rule] = RuleSummary(*counts)
+        summary.actions += counts[0]
+        summary.objects += counts[1]
+        summary.bytes_deleted += counts[2]
+        summary.bytes_transitioned += counts[3]
+        summary.bytes_archived += counts[4]
     if storage_cost_usd is not None:
         saved = summary.monthly_cost_before_usd - summary.monthly_cost_after_usd
         summary.monthly_cost_before_usd = storage_cost_usd
@@ -110,26 +147,39 @@ def build_plan(
     """Plan every root's groups under `policy` at `as_of`; never touches storage."""
     if as_of.tzinfo is None:
         raise ValueError("as_of must be timezone-aware (UTC)")
-    with _fewer_collections():
-        return _build(roots, policy, as_of, plan_id, created_by, created_at)
+    with _settled_collections() as settle:
+        return _build(roots, policy, as_of, plan_id, created_by, created_at, settle)
 
 
 @contextmanager
-def _fewer_collections(young: int = 10_000) -> Iterator[None]:
-    """Let the cyclic GC collect young objects every `young` allocations, not every 700.
+def _settled_collections(young: int = 10_000) -> Iterator[Callable[[], None]]:
+    """Keep the cyclic GC off what the plan already holds; yields `settle`, called after
+    each group.
 
-    Planning (with the classification it streams) allocates millions of small objects
-    that outlive a young collection (objects, members, artifacts, actions): at the default
-    threshold each is traversed again and again, about a sixth of the build. Collections
-    still run; the threshold is restored afterwards.
+    Planning (with the classification it streams) allocates millions of small objects,
+    and what a group adds to the plan (actions, objects, kept artifacts) lives to the end:
+    traversed again by every young and full collection, that was a tenth of a large
+    build. `settle` moves every object alive between two groups into the permanent
+    generation (`gc.freeze`, constant time), so collections only ever look at the group
+    in hand; the plan itself makes no reference cycles, and anything frozen is handed
+    back to the oldest generation (`gc.unfreeze`) when the build ends. Young collections
+    still run, every `young` allocations instead of 700. When the caller froze objects
+    of its own, only the threshold changes (unfreezing would release theirs too).
     """
     old = gc.get_threshold()
     if 0 < old[0] < young:
         gc.set_threshold(young, *old[1:])
+    freezing = gc.isenabled() and gc.get_freeze_count() == 0
     try:
-        yield
+        yield gc.freeze if freezing else _no_settle
     finally:
+        if freezing:
+            gc.unfreeze()
         gc.set_threshold(*old)
+
+
+def _no_settle() -> None:
+    return None
 
 
 def _tally_classes(group: Group, class_bytes: Counter[str]) -> None:
@@ -147,6 +197,7 @@ def _build(
     plan_id: str,
     created_by: str,
     created_at: datetime,
+    settle: Callable[[], None] = _no_settle,
 ) -> Plan:
     actions: list[PlannedAction] = []
     kept: list[KeptArtifact] = []
@@ -171,11 +222,13 @@ def _build(
                     kept.append(d.kept)
             for rule, what in result.not_applicable:
                 not_applicable[(root.url, rule, what)] += 1
+            settle()
         deleted[root.url] = removed
-    actions.sort(key=_action_sort_key)
+    if not _in_plan_order(actions):
+        actions.sort(key=_action_sort_key)
     for i, a in enumerate(actions, start=1):
         a.id = i
-    kept.sort(key=lambda k: (k.artifact.root_url, k.artifact.uri))
+    kept.sort(key=_kept_sort_key)
     notes = [
         f"root {root}: {what} (rule {rule}) is not applicable, the root has no storage "
         f"classes; {n} artifact(s) left as they are"

@@ -61,6 +61,9 @@ from governance.policy.units import format_bytes, format_duration
 _DEAD = (RunStatus.FAILED, RunStatus.ABANDONED)
 _DESTRUCTIVE = frozenset(t for t in ActionType if t.value in DESTRUCTIVE_ACTIONS)
 _KIND_NAME = {k: k.value for k in Kind}
+_NONE: tuple[tuple[int, str], ...] = ()
+_MEMO_LIMIT = 65_536
+"""Texts a Decider keeps for reuse before it starts over (memory stays bounded)."""
 _CLASSES: dict[str | None, str | None] = {None: None}
 """Storage class names the plan holds, one string each (every row brings its own copy)."""
 
@@ -143,8 +146,9 @@ def _action(
 ) -> PlannedAction:
     root_url = ctx.root_url
     objs = [m.obj for m in members]
-    if len(objs) > 1:
+    if len(objs) > 1 and not _in_object_order(objs):
         objs.sort(key=_OBJ_ORDER)
+    classes = _CLASSES
     objects = [
         ObjectRef(
             root_url + o.key,
@@ -152,23 +156,15 @@ def _action(
             o.size,
             o.etag,
             o.last_modified,
-            _CLASSES.setdefault(o.storage_class, o.storage_class),  # one string per class
+            # one string per class name (every row brings its own copy)
+            sc if (sc := o.storage_class) is None else classes.setdefault(sc, sc),
             o.version_id,
             o.upload_id,
         )
         for o in objs
     ]
     action = PlannedAction(
-        id=0,
-        rule=rule,
-        tier=tier,
-        action=kind,
-        destructive=kind in _DESTRUCTIVE,
-        artifact=d.ref,
-        objects=objects,
-        reason=reason,
-        storage_class=storage_class,
-        dest_url=dest_url,
+        0, rule, tier, kind, kind in _DESTRUCTIVE, d.ref, objects, reason, storage_class, dest_url
     )
     apply_costs(action, ctx.policy, ctx.as_of, ctx.rates)
     d.actions.append(action)
@@ -181,6 +177,17 @@ def _obj_order(o: CatalogObject) -> tuple[str, str]:
 
 
 _OBJ_ORDER = _obj_order
+
+
+def _in_object_order(objs: list[CatalogObject]) -> bool:
+    """Whether `objs` are already sorted by `_OBJ_ORDER` (artifacts' members almost always
+    are): sorting them would then leave them as they are."""
+    prev = objs[0]
+    for o in objs[1:]:
+        if o.key < prev.key or (o.key == prev.key and o.upload_id < prev.upload_id):
+            return False
+        prev = o
+    return True
 
 
 def _movable(members: Sequence[Member], target: str) -> tuple[list[Member], list[str]]:
@@ -225,8 +232,12 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
             elapsed = s.age
         if elapsed >= rule.expire.after:
             reason = _run_text(ctx, "expired", rule) if by_run else _expiry(ctx, rule, s, True)
-            uploads = [m for m in art.members if m.obj.upload_id]
-            plain = [m for m in art.members if not m.obj.upload_id]
+            members = art.members
+            if any(m.obj.upload_id for m in members):
+                uploads = [m for m in members if m.obj.upload_id]
+                plain = [m for m in members if not m.obj.upload_id]
+            else:
+                uploads, plain = [], members
             if uploads:
                 _action(ctx, d, rule.name, None, ActionType.ABORT_UPLOAD, uploads, reason)
             if plain:
@@ -309,7 +320,8 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
         else:
             drop = unwanted
             remaining = [m for m in art.members if m.component in keep]
-            dropped = [c.value for c in Component if any(m.component is c for m in drop)]
+            present = {m.component for m in drop}
+            dropped = [c.value for c in Component if c in present]
             notes.append(f"{', '.join(dropped)} dropped")
             how = KeptHow.STRIPPED
     else:
@@ -362,9 +374,11 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
         when=ctx.written,
     )
     names = ", ".join(t.name for t in rule.tiers)
+    chosen, traced = outcome.picks, outcome.trace
     for d in members:
-        picks = outcome.picks.get(d.artifact.key, [])
-        d.tiers = outcome.trace.get(d.artifact.key, [])
+        picks = chosen.get(d.artifact.key, _NONE)
+        if traced:
+            d.tiers = traced.get(d.artifact.key, [])
         if d.protected_by is not None:
             counted = f"; counted by the {rule.tiers[picks[0][0]].name} tier" if picks else ""
             d.keep(rule.name, None, KeptHow.PROTECTED, f"protected: {d.protected_by}{counted}")
@@ -372,17 +386,19 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
             index, why = picks[0]
             _keep_by_tier(ctx, d, rule, rule.tiers[index], why)
         elif rule.otherwise == "delete":
-            reason = (
-                f"{rule.name}: {_label(d.artifact)} is not kept by any tier ({names}); "
-                "otherwise: delete"
-            )
+            reason = ctx.decider.unkept(rule, d.artifact, names, "delete")
             _action(ctx, d, rule.name, None, ActionType.DELETE, d.artifact.members, reason)
         else:
-            reason = (
-                f"{rule.name}: {_label(d.artifact)} is not kept by any tier ({names}); "
-                "otherwise: keep"
-            )
+            reason = ctx.decider.unkept(rule, d.artifact, names, "keep")
             d.keep(rule.name, None, KeptHow.RULE_KEEPS, reason)
+
+
+def _deletes(d: Decision) -> bool:
+    """Whether some action of `d` deletes (a plain loop: most decisions have one action)."""
+    for a in d.actions:  # noqa: SIM110  (any() over a generator costs more per decision)
+        if a.action is ActionType.DELETE:
+            return True
+    return False
 
 
 def _guard_newest(
@@ -439,6 +455,24 @@ class Decider:
             for i, r in enumerate(policy.rules)
         ]
         self._durations: dict[timedelta, str] = {}
+        self._unkept: dict[tuple[int, int | None, str], str] = {}
+
+    def unkept(self, rule: Rule, art: Artifact, names: str, otherwise: str) -> str:
+        """Why a checkpoint no tier of `rule` keeps goes its `otherwise` way: one string per
+        rule and step for the whole root (steps repeat run after run), so the plan's many
+        such actions share their reasons."""
+        memo = (id(rule), art.step, otherwise)
+        text = self._unkept.get(memo) if art.step is not None else None
+        if text is None:
+            text = (
+                f"{rule.name}: {_label(art)} is not kept by any tier ({names}); "
+                f"otherwise: {otherwise}"
+            )
+            if art.step is not None:
+                if len(self._unkept) >= _MEMO_LIMIT:
+                    self._unkept.clear()
+                self._unkept[memo] = text
+        return text
 
     def duration(self, td: timedelta) -> str:
         """`format_duration`, once per value (rules' durations are few)."""
@@ -459,26 +493,24 @@ class Decider:
         decisions: list[Decision] = []
         tier_members: dict[int, list[Decision]] = {}
         written = ctx.written
+        owners = ctx.owners
+        checkpoint = Kind.CHECKPOINT
         for art in group.artifacts:
+            kind = art.kind
             uri = root_url + art.key
             written[id(art)] = last_modified = art.last_modified
             s = Subject(art, run, uri, as_of - last_modified)
             ref = ArtifactRef(
-                uri=uri,
-                kind=_KIND_NAME[art.kind],
-                run=run_name if run is not None else art.run,
-                step=art.step,
-                root_url=root_url,
+                uri, _KIND_NAME[kind], run_name if run is not None else art.run, art.step, root_url
             )
-            d = Decision(art, ref, s, protected_by=protector(s))
+            d = Decision(art, ref, s, protector(s))
             decisions.append(d)
             if trace:
                 owner, owner_index, skipped = _owner_traced(ctx, d, shield)
             else:
-                owner, owner_index, skipped = self._owner(ctx, art.kind, s, shield)
+                owner, owner_index, skipped = owners.get(kind) or self._owner(ctx, kind, s, shield)
             d.rule = owner.name if owner is not None else None
-            in_flight = art.kind is Kind.CHECKPOINT and not art.complete
-            if in_flight:
+            if kind is checkpoint and not art.complete:  # in flight
                 why = art.completeness_reason or art.note or "incomplete"
                 d.keep(d.rule, None, KeptHow.IN_FLIGHT, f"in flight: incomplete checkpoint ({why})")
             elif owner is not None and owner.tiers is not None:
@@ -496,11 +528,7 @@ class Decider:
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
         _guard_newest(decisions, run, written)
         for d in decisions:
-            if (
-                d.kept is None
-                and d.artifact.kind is Kind.CHECKPOINT
-                and not any(a.action is ActionType.DELETE for a in d.actions)
-            ):
+            if d.kept is None and d.artifact.kind is checkpoint and not _deletes(d):
                 how = KeptHow.NO_RULE if d.rule is None else KeptHow.RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
         return GroupResult(decisions, ctx.not_applicable)

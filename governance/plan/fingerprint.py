@@ -43,19 +43,56 @@ def _s(enc: _Enc, value: str | None) -> str:
 def _action_text(a: PlannedAction, enc: _Enc) -> str:
     """One action's document (keys in sorted order: action, artifact, dest_url, objects,
     rule, storage_class, tier), as json.dumps with sort_keys and compact separators."""
-    rows = a.objects if len(a.objects) < 2 else sorted(a.objects, key=_object_order)
+    rows = a.objects
+    if len(rows) > 1 and not _in_object_order(rows):
+        rows = sorted(rows, key=_object_order)
     objects = ",".join(
-        f"[{enc(o.uri)},{o.size!r},{enc(o.etag)},{_s(enc, o.version_id)}]" for o in rows
+        [
+            f"[{enc(o.uri)},{o.size!r},{enc(o.etag)},"
+            f"{'null' if o.version_id is None else enc(o.version_id)}]"
+            for o in rows
+        ]
     )
     return (
-        f'{{"action":{enc(a.action.value)},"artifact":{enc(a.artifact.uri)},'
-        f'"dest_url":{_s(enc, a.dest_url)},"objects":[{objects}],"rule":{enc(a.rule)},'
-        f'"storage_class":{_s(enc, a.storage_class)},"tier":{_s(enc, a.tier)}}}'
+        f'{{"action":{enc(a.action._value_)},"artifact":{enc(a.artifact.uri)},'
+        f'"dest_url":{_s(enc, a.dest_url)},"objects":[{objects}]{_tail(enc, a)}'
     )
+
+
+def _tail(enc: _Enc, a: PlannedAction) -> str:
+    """The end of an action's document (rule, storage class, tier): the same for many
+    actions, written once per combination (the combinations are few)."""
+    memo = (enc, a.rule, a.storage_class, a.tier)
+    text = _TAILS.get(memo)
+    if text is None:
+        text = (
+            f',"rule":{enc(a.rule)},"storage_class":{_s(enc, a.storage_class)},'
+            f'"tier":{_s(enc, a.tier)}}}'
+        )
+        if len(_TAILS) >= 4096:
+            _TAILS.clear()
+        _TAILS[memo] = text
+    return text
+
+
+_TAILS: dict[tuple[_Enc, str, str | None, str | None], str] = {}
 
 
 def _object_order(o: ObjectRef) -> tuple[str, str]:
     return (o.uri, o.version_id or "")
+
+
+def _in_object_order(objects: Sequence[ObjectRef]) -> bool:
+    """Whether sorting by `_object_order` would leave `objects` as they are (a planned
+    action's objects are in key order: almost always)."""
+    prev = objects[0]
+    for o in objects[1:]:
+        if o.uri < prev.uri or (
+            o.uri == prev.uri and (o.version_id or "") < (prev.version_id or "")
+        ):
+            return False
+        prev = o
+    return True
 
 
 def _kept_text(k: KeptArtifact, enc: _Enc) -> str:
@@ -101,13 +138,17 @@ def fingerprint(actions: Sequence[PlannedAction], kept: Sequence[KeptArtifact]) 
 def _by_action_type(actions: Sequence[PlannedAction]) -> list[PlannedAction]:
     """The actions by action type (in the order of the types' names, as the canonical
     documents start with them), each type's in the given order."""
-    buckets: dict[str, list[PlannedAction]] = {}
+    buckets: dict[object, list[PlannedAction]] = {}  # by the action type itself: hashed in C
     for a in actions:
-        found = buckets.get(a.action.value)
+        found = buckets.get(a.action)
         if found is None:
-            found = buckets[a.action.value] = []
+            found = buckets[a.action] = []
         found.append(a)
-    return [a for name in sorted(buckets) for a in buckets[name]]
+    return [a for kind in sorted(buckets, key=_type_name) for a in buckets[kind]]
+
+
+def _type_name(kind: object) -> str:
+    return str(getattr(kind, "value", kind))
 
 
 def _section(

@@ -85,7 +85,7 @@ class PlannedAction:
 
     @property
     def bytes(self) -> int:
-        return sum(o.size for o in self.objects)
+        return sum([o.size for o in self.objects])
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from governance.model.types import (
     Artifact,
@@ -43,9 +43,12 @@ class Claim:
     """A save folder's bookkeeping file (`latest`): metadata, and no evidence of a run."""
 
 
-@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
-class Verdict:
-    """Completeness of one unit with the evidence a person can read."""
+class Verdict(NamedTuple):
+    """Completeness of one unit with the evidence a person can read.
+
+    A named tuple, not a dataclass: detectors memoise verdicts and their combinations
+    (`functools.lru_cache`) unit after unit, and a tuple hashes and compares in C.
+    """
 
     complete: bool
     reason: str
@@ -198,31 +201,39 @@ def artifact(
     strippable: bool | None = None,
     metrics: dict[str, float] | None = None,
     note: str = "",
+    names: Sequence[str] | None = None,
 ) -> Artifact:
     """Build an artifact, giving each member the component `component_of(relative key)`.
 
     `strippable` defaults to: some optimizer/scheduler/rng state is in files of its own.
+    `names`: the members' relative keys, when the caller has them already.
     """
-    if unit.endswith("/"):
+    if names is not None:
+        ms = [Member(o, component_of(name)) for o, name in zip(members, names, strict=True)]
+    elif unit.endswith("/"):
         n = len(unit)
         ms = [Member(o, component_of(o.key[n:])) for o in members]
     else:
         ms = [Member(o, component_of(basename(o.key))) for o in members]
     if strippable is None:
-        strippable = any(m.component in STATE_COMPONENTS for m in ms)
-    v = verdict or Verdict(True, "")
+        strippable = not STATE_COMPONENTS.isdisjoint([m.component for m in ms])
+    v = verdict or _COMPLETE
     return Artifact(
-        key=unit,
-        kind=kind,
-        layout=layout,
-        members=ms,
-        step=step,
-        complete=v.complete,
-        completeness_reason=v.reason,
-        metrics=metrics or {},
-        strippable=strippable,
-        note=note,
+        unit,
+        kind,
+        layout,
+        ms,
+        None,
+        step,
+        v.complete,
+        v.reason,
+        metrics or {},
+        strippable,
+        note,
     )
+
+
+_COMPLETE = Verdict(True, "")
 
 
 def non_empty_file(members: list[CatalogObject], what: str) -> Verdict:

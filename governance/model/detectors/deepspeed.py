@@ -102,6 +102,13 @@ def _tracker_tag(key: str, ctx: Context) -> tuple[str, int | None] | None:
     return found
 
 
+@lru_cache(maxsize=4096)  # tag names repeat run after run
+def _tag_step(tag: str) -> int | None:
+    """The step in a tag's name (`global_step1000` -> 1000), or None."""
+    m = _TAG_STEP.search(tag)
+    return int(m.group(1)) if m else None
+
+
 @lru_cache(maxsize=1024)  # one per save folder state: shared by the tags it names later
 def _later(tracker_name: str, named: str) -> Verdict:
     return Verdict(True, f"{tracker_name} names later tag {named}")
@@ -134,10 +141,10 @@ class DeepSpeedDetector(Detector):
         if "global_step" in key:
             unit = digit_segment(key, "global_step", "_universal")
             if unit:
-                return Claim(unit, deep=True)
+                return Claim(unit, True)  # deep
         if key.endswith("_states.pt") and ("mp_rank_" in key or "/layer_" in key):
             unit = parent(key)
-            return Claim(unit, deep=True) if unit else None
+            return Claim(unit, True) if unit else None
         if basename(key) in TRACKERS:
             return Claim(key, tracker=True)
         return None
@@ -152,11 +159,17 @@ class DeepSpeedDetector(Detector):
                 lambda _n: Component.METADATA,
                 note="DeepSpeed save-folder metadata",
             )
-        m = _TAG_STEP.search(basename(unit))
-        step = int(m.group(1)) if m else None
+        step = _tag_step(basename(unit))
         n = len(unit)
         names = tuple([o.key[n:] for o in members])
         verdict = _combined(_ranks_verdict(names), latest_verdict(unit, step, ctx))
         return artifact(
-            unit, Kind.CHECKPOINT, self.layout, members, ds_component, step=step, verdict=verdict
+            unit,
+            Kind.CHECKPOINT,
+            self.layout,
+            members,
+            ds_component,
+            step=step,
+            verdict=verdict,
+            names=names,
         )
