@@ -55,6 +55,7 @@ class Dispatch:
         self._segments: dict[tuple[str, bool], int] = {}
         self._sets: dict[int, Candidates] = {}
         self.looking_up = sum(1 << i for i, d in enumerate(self.detectors) if d.looks_up)
+        self.shallow_only = sum(1 << i for i, d in enumerate(self.detectors) if not d.claims_deep)
 
     def folder_mask(self, folder: str, *, keep: bool = False) -> int:
         """Bits of the detectors a needle of which is in `folder` (ending in '/' or '').

@@ -33,13 +33,18 @@ from governance.model.types import (
 _JUDGED = (Kind.CHECKPOINT, Kind.WEIGHTS)
 
 
-def _outermost_root(key: str, roots: Mapping[str, int]) -> str | None:
-    i = key.find("/")
-    while i != -1:
-        p = key[: i + 1]
-        if p in roots:
-            return p
-        i = key.find("/", i + 1)
+def _outermost_root(folder: str, roots: Mapping[str, int], lengths: list[int]) -> str | None:
+    """The shortest prefix of `folder` ending in '/' that is a root, given the roots'
+    distinct lengths in increasing order: only prefixes of those lengths can be one (a
+    group's units have a length or two; a folder has a prefix per segment)."""
+    n = len(folder)
+    for length in lengths:
+        if length > n:
+            return None
+        if folder[length - 1] == "/":
+            p = folder[:length]
+            if p in roots:
+                return p
     return None
 
 
@@ -105,6 +110,7 @@ def classify_group(
     name_mask = dispatch.name_mask
     of_mask = dispatch.of_mask
     looking_up = dispatch.looking_up
+    shallow_only = dispatch.shallow_only
     folder = "\0"
     in_folder = 0
     inside = "\0"  # the outermost folder the last fully examined key claimed
@@ -135,7 +141,10 @@ def classify_group(
             continue
         first: tuple[CatalogObject, int, Claim] | None = None
         outer = ""
+        owned = False  # a folder holding the key is a root: its shallow claims go unused
         for i, claim in of_mask(mask):
+            if owned and shallow_only >> i & 1:
+                continue
             c = claim(key)
             if c is None:
                 continue
@@ -146,6 +155,8 @@ def classify_group(
                     roots[unit] = i
                 if not outer or len(unit) < len(outer):
                     outer = unit
+                if unit[-1:] == "/" and key.startswith(unit):
+                    owned = True
             elif first is None:
                 first = (o, i, c)
         if outer:
@@ -158,10 +169,11 @@ def classify_group(
     loose: list[CatalogObject] = []
     # The outermost root holding a key depends only on its folder: decided once per folder.
     folders.append((len(live), ""))
+    lengths = sorted({len(u) for u in roots if u})
     for f in range(len(folders) - 1):
         begin, folder = folders[f]
         end = folders[f + 1][0]
-        root = _outermost_root(folder, roots) if roots else None
+        root = _outermost_root(folder, roots, lengths) if roots else None
         if root is not None:
             members = units.get(root)
             if members is None:

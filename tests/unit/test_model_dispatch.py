@@ -53,3 +53,15 @@ def test_candidates_are_in_registry_order() -> None:
     found = [i for i, _ in dispatch.candidates("r/checkpoint-5/global_step5/latest")]
     assert found == sorted(found)
     assert len(found) >= 2
+
+
+@settings(max_examples=500, deadline=None)
+@given(key=KEYS)
+def test_shallow_only_detectors_never_claim_deeply(key: str) -> None:
+    """`claims_deep = False` lets grouping skip a detector once a folder owns the key."""
+    for det in REGISTRY:
+        if not det.claims_deep:
+            c = det.claim(key)
+            assert c is None or not c.deep, (type(det).__name__, key)
+    shallow = Dispatch(REGISTRY).shallow_only
+    assert shallow == sum(1 << i for i, d in enumerate(REGISTRY) if not d.claims_deep)

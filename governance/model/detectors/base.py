@@ -126,6 +126,9 @@ class Detector:
     """True when a key may claim a folder *above* its own path's first telling segment
     (Orbax: an item file names its step folder). Keys inside a folder already claimed are
     only shown to these detectors: for the others the answer is already known."""
+    claims_deep: bool = True
+    """False when `claim` never answers a deep claim: such a detector is not asked about a
+    key once a folder holding it is claimed deeply (its shallow claim could not count)."""
     needles: tuple[str, ...] | None = None
     """Substrings one of which is in every key `claim` answers for ('/' only as a needle's
     first or last character), or None: ask about every key (see `model.dispatch`)."""

@@ -197,6 +197,7 @@ class WeightsDetector(Detector):
 
     layout = "weights"
     kind = Kind.WEIGHTS
+    claims_deep = False
     needles = ()
     suffixes = (".safetensors", ".index.json", ".bin", *sorted(_COMPANIONS), *_SINGLE_WEIGHTS)
 

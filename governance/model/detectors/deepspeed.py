@@ -14,6 +14,7 @@ import re
 from functools import lru_cache
 
 from governance.model.detectors.base import (
+    STATE_COMPONENTS,
     Claim,
     Context,
     Detector,
@@ -23,7 +24,7 @@ from governance.model.detectors.base import (
     digit_segment,
     parent,
 )
-from governance.model.types import Artifact, CatalogObject, Component, Kind
+from governance.model.types import Artifact, CatalogObject, Component, Kind, Member
 
 TRACKERS = frozenset({"latest", "latest_universal", "zero_to_fp32.py"})
 _MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
@@ -67,7 +68,10 @@ def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
 def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
     """Does `<save_dir>/latest` (or `latest_universal`) name this tag or a later one?"""
     head, sep, tag = unit.rstrip("/").rpartition("/")
-    save_dir = head + sep  # `parent(unit)`, and `tag` is `basename(unit)`
+    return _latest_verdict(head + sep, tag, step, ctx)  # `parent(unit)`, `basename(unit)`
+
+
+def _latest_verdict(save_dir: str, tag: str, step: int | None, ctx: Context) -> Verdict:
     tracker_name = "latest_universal" if tag.endswith("_universal") else "latest"
     named = _tracker_tag(save_dir + tracker_name, ctx)
     if named is None:
@@ -159,17 +163,33 @@ class DeepSpeedDetector(Detector):
                 lambda _n: Component.METADATA,
                 note="DeepSpeed save-folder metadata",
             )
-        step = _tag_step(basename(unit))
+        head, sep, tag = unit.rstrip("/").rpartition("/")
+        # `basename(unit)` is `tag` unless the unit ends in '//'
+        step = _tag_step(tag if unit[-2:-1] != "/" else basename(unit))
         n = len(unit)
         names = tuple([o.key[n:] for o in members])
-        verdict = _combined(_ranks_verdict(names), latest_verdict(unit, step, ctx))
-        return artifact(
+        ranks, components, strippable = _tag_files(names)
+        complete, reason = _combined(ranks, _latest_verdict(head + sep, tag, step, ctx))
+        # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
+        # names=), with what a tag's file names decide memoised
+        return Artifact(
             unit,
             Kind.CHECKPOINT,
             self.layout,
-            members,
-            ds_component,
-            step=step,
-            verdict=verdict,
-            names=names,
+            [Member(o, c) for o, c in zip(members, components, strict=True)],
+            None,
+            step,
+            complete,
+            reason,
+            {},
+            strippable,
+            "",
         )
+
+
+@lru_cache(maxsize=1024)  # tag folders of one run (and of many) hold the same file names
+def _tag_files(names: tuple[str, ...]) -> tuple[Verdict, tuple[Component, ...], bool]:
+    """What a tag's file names decide: `ranks_verdict`, each file's component, and whether
+    some state is in files of its own (`artifact`'s default `strippable`)."""
+    components = tuple([ds_component(name) for name in names])
+    return _ranks_verdict(names), components, not STATE_COMPONENTS.isdisjoint(components)
