@@ -43,7 +43,8 @@ EVENTS = frozenset(
         "reject",
         "expire",
         "apply_start",
-        "action",
+        "action",  # one action's result (logs written before action_results)
+        "action_results",  # the results of one apply batch, in action order
         "apply_end",
         "restore",
         "purge",
@@ -224,8 +225,7 @@ def record(
 def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
     """Append a batch in order inside the caller's transaction, chained, with executemany.
 
-    For apply's one `action` event per action: tens of thousands take one lock, one read
-    and chunked inserts. Returns the ids given (a range; empty when `rows` is).
+    Many events take one lock, one read and chunked inserts. Returns the ids given (a range; empty when `rows` is).
     """
     _lock_chain(conn)
     last_id, last_hash = _last(conn)

@@ -51,6 +51,17 @@ def outcome_for_check(check: Check) -> ActionOutcome:
     )
 
 
+@dataclass(slots=True)
+class StartedBatch:
+    """A batch between `ActionRunner.start` and `finish`: its removals are journaled."""
+
+    checks: Sequence[Check]
+    pending: Mapping[tuple[int, str], Any]
+    errors: dict[int, str]  # action id -> first failure so far
+    removal: list[Check]  # the checks whose objects are removed
+    items: list[Item]  # their objects, in order
+
+
 @dataclass
 class ActionRunner:
     """Runs batches for one execution."""
@@ -75,36 +86,68 @@ class ActionRunner:
         self, engine: Engine, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
     ) -> list[ActionOutcome]:
         """Act on every runnable check of the batch; commit all outcomes; return them."""
+        batch = self.start(engine, checks, pending)
+        return self.finish(engine, batch, self.remove(batch))
+
+    def start(
+        self, engine: Engine, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
+    ) -> StartedBatch:
+        """Copies, storage-class changes and aborts; then the batch's removals journaled as
+        `pending` (committed), so that they may be sent (`remove`) from another thread."""
         errors: dict[int, str] = {}  # action id -> first failure
         runnable = [c for c in checks if c.skip is None]
         self._archive_copies(runnable, errors)
         self._in_place(runnable, errors)
         self._aborts(runnable, errors)
         removal = [c for c in runnable if removes_objects(c.action) and c.action.id not in errors]
-        items = [self._item(c.action, o.key, o.size) for c in removal for o in c.todo]
-        rows = [self._pending_row(c.action, o.key, o.size, o.etag) for c in removal for o in c.todo]
+        items: list[Item] = []
+        rows: list[tuple[Any, ...]] = []
+        for c in removal:
+            for o in c.todo:
+                item = self._item(c.action, o.key, o.size)
+                items.append(item)
+                earlier = pending.get((c.action.id, o.key)) if pending else None
+                if earlier is None or earlier["state"] != "pending":
+                    # An interrupted apply's pending row for an object it did not get to
+                    # remove stands for this removal too: one row per removed object.
+                    rows.append(self._pending_row(c.action, item, o.etag))
         with engine.begin() as conn:
             journal.insert_pending(conn, rows)
-        answers = remove(items, self.config.delete_mode, self.stores, self.concurrency)
+        return StartedBatch(checks, pending, errors, removal, items)
+
+    def remove(self, batch: StartedBatch) -> Mapping[tuple[int, str], KeyResult]:
+        """The batch's removals (storage only: safe in a thread of its own)."""
+        return remove(batch.items, self.config.delete_mode, self.stores, self.concurrency)
+
+    def finish(
+        self,
+        engine: Engine,
+        batch: StartedBatch,
+        answers: Mapping[tuple[int, str], KeyResult],
+    ) -> list[ActionOutcome]:
+        """Map the removals' answers back to actions, commit every outcome, return them."""
+        errors = batch.errors
         removed: list[tuple[int, str, str | None]] = []
         not_removed: list[tuple[int, str]] = []
-        for item in items:
+        for item in batch.items:
             answer = answers[(item.action_id, item.key)]
             if answer.ok:
-                removed.append((item.action_id, item.key, answer.version_id))
+                if answer.version_id is not None:
+                    removed.append((item.action_id, item.key, answer.version_id))
             else:
                 not_removed.append((item.action_id, item.key))
                 errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
-        kept = set(not_removed)
-        strays = [
-            (i.quarantine_root or "", i.quarantine_key or "")
-            for i in items
-            if i.quarantine_root and (i.action_id, i.key) in kept
-        ]
-        delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
-        removed += self._recovered(removal, pending)
-        outcomes = [self._outcome(c, errors) for c in checks]
-        self._commit(engine, outcomes, [c.action.id for c in removal], removed, not_removed)
+        if not_removed:
+            kept = set(not_removed)
+            strays = [
+                (i.quarantine_root or "", i.quarantine_key or "")
+                for i in batch.items
+                if i.quarantine_root and (i.action_id, i.key) in kept
+            ]
+            delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
+        removed += self._recovered(batch.removal, batch.pending)
+        outcomes = [self._outcome(c, errors) for c in batch.checks]
+        self._commit(engine, outcomes, [c.action.id for c in batch.removal], removed, not_removed)
         return outcomes
 
     # -- steps -----------------------------------------------------------------------
@@ -173,7 +216,7 @@ class ActionRunner:
         removed: Sequence[tuple[int, str, str | None]],
         not_removed: Sequence[tuple[int, str]],
     ) -> None:
-        """One transaction: the removal journal, the results and their audit events.
+        """One transaction: the removal journal, the results and their audit event.
 
         Rows of objects not removed are dropped first; those with a delete-marker version
         get it row by row; then every remaining pending row of the batch's removal actions
@@ -198,27 +241,13 @@ class ActionRunner:
             journal.write_results(
                 conn, journal.result_rows(self.execution_id, self.plan_id, outcomes, now)
             )
-            audit.record_many(
+            audit.record(
                 conn,
-                [
-                    audit.NewEvent(
-                        event="action",
-                        actor=self.actor,
-                        plan_id=self.plan_id,
-                        at=now,
-                        payload={
-                            "execution_id": self.execution_id,
-                            "action_id": o.action_id,
-                            "action": o.action,
-                            "artifact": o.artifact_uri,
-                            "outcome": o.outcome.value,
-                            "reason": o.reason,
-                            "objects": o.objects,
-                            "bytes": o.bytes,
-                        },
-                    )
-                    for o in outcomes
-                ],
+                "action_results",
+                actor=self.actor,
+                plan_id=self.plan_id,
+                at=now,
+                payload=results_payload(self.execution_id, outcomes),
             )
 
     # -- rows --------------------------------------------------------------------------
@@ -230,19 +259,16 @@ class ActionRunner:
         where = quarantine_key(self.plan_id, root, key)
         return Item(action.id, root, key, self.quarantine_root(root), where, size)
 
-    def _pending_row(
-        self, action: PlannedAction, key: str, size: int, etag: str
-    ) -> tuple[Any, ...]:
+    def _pending_row(self, action: PlannedAction, item: Item, etag: str) -> tuple[Any, ...]:
         """A `removed_objects` row in journal.PENDING_COLUMNS order."""
-        item = self._item(action, key)
         return (
             self.plan_id,
             action.id,
             self.execution_id,
             action.artifact.uri,
-            action.artifact.root_url,
-            key,
-            size,
+            item.root_url,
+            item.key,
+            item.size,
             etag,
             self.config.delete_mode,
             item.quarantine_root,
@@ -284,6 +310,24 @@ class ActionRunner:
         if a.action is ActionType.ARCHIVE:
             return f"{n} copied to {a.dest_url}, then {where}{resumed}"
         return f"{n} {where}{resumed}"
+
+
+def results_payload(execution_id: int, outcomes: Sequence[ActionOutcome]) -> dict[str, Any]:
+    """The `action_results` audit event of one batch: every action's result, in order, as
+    [action id, outcome, reason] (the artifact and its objects are in the fingerprinted
+    plan), with counts by outcome first so that `govern audit`'s one-line view reads well.
+
+    One event per batch rather than per action keeps the chain (and each result in it)
+    at a fraction of the cost: a hash and a row per thousands of actions.
+    """
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1
+    return {
+        "execution_id": execution_id,
+        "counts": counts,
+        "results": [[o.action_id, o.outcome.value, o.reason] for o in outcomes],
+    }
 
 
 def quarantine_key(plan_id: str, root_url: str, key: str) -> str:

@@ -6,18 +6,21 @@
 The run loop: refuse what must be refused before touching anything (approval, permanent
 deletes without `yes`, versioned mode on an unversioned bucket, a held lock); purge
 expired quarantine; then, batch by batch, re-check preconditions, act, and commit one
-result row per action (plus its audit event) before the next batch. Actions that an
-earlier execution finished are not repeated. `dry_run` is a property of the loop: it
-re-checks and reports, and never writes storage or the catalog.
+result row per action (and one audit event with the batch's results): a pipeline in which
+the next batches are checked, and one batch's removals are sent, while the batch before is
+committed. Actions that an earlier execution finished are not repeated. `dry_run` is a
+property of the loop: it re-checks and reports, and never writes storage or the catalog.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +28,12 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from governance.apply import journal
-from governance.apply.actions import ActionRunner, outcome_for_check, removes_objects
+from governance.apply.actions import (
+    ActionRunner,
+    StartedBatch,
+    outcome_for_check,
+    removes_objects,
+)
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
 from governance.apply.stream import PlanScan, scan_plan
@@ -40,14 +48,17 @@ from governance.catalog.plans import iter_actions, load_plan_header, set_plan_st
 from governance.errors import RefusedError
 from governance.plan.types import PlannedAction, PlanStatus
 from governance.policy.models import ApplyConfig
+from governance.storage.base import KeyResult
 
 log = logging.getLogger(__name__)
 
 CHUNK_OBJECTS = int(os.environ.get("GOVERN_APPLY_CHUNK_OBJECTS", "5000"))
 CHUNK_ACTIONS = int(os.environ.get("GOVERN_APPLY_CHUNK_ACTIONS", "5000"))
 FIRST_CHUNK_OBJECTS = 1000
-CHECK_AHEAD = 1  # batches whose preconditions are checked while the current one runs
+CHECK_AHEAD = 2  # batches whose preconditions are checked while the current ones run
+SWITCH_INTERVAL = float(os.environ.get("GOVERN_SWITCH_INTERVAL") or 0.0005)  # seconds
 Progress = Callable[[int, int], None]
+Removed = Mapping[tuple[int, str], KeyResult]
 Batch = tuple[list[PlannedAction], dict[tuple[int, str], Any], list[Check]]
 
 
@@ -93,22 +104,43 @@ def apply_plan(
             if action.id not in done and not (only_non_destructive and action.destructive):
                 yield action
 
-    with CheckPipeline(engine, plan_id, _chunks(todo_actions()), stores, concurrency) as checks:
-        if dry_run:
-            # Nothing will act on these checks: list the first batch's preconditions
-            # while the plan is verified. A real apply checks only once it holds the
-            # plan's lock (`_execute`): a check made before could be made stale by an
-            # apply still holding it. Every action is verified against the fingerprinted
-            # digests before it is acted on or reported (`scan.verify_all`).
+    with (
+        _responsive_threads(),
+        CheckPipeline(engine, plan_id, _chunks(todo_actions()), stores, concurrency) as checks,
+    ):
+        # Preconditions are checked only under the plan's lock (a check made before could
+        # be made stale by an apply still holding it), so a real apply takes the lock
+        # first; the first batches' checks (or, in a dry run, which takes no lock, just
+        # reads) then overlap the verification of the whole plan. Every action is
+        # verified against the fingerprinted digests before it is acted on or reported
+        # (`scan.verify_all`), and a refusal here gives the lock back and leaves no
+        # execution behind.
+        execution_id = None
+        if not dry_run:
+            execution_id = journal.start_execution(
+                engine,
+                plan_id,
+                actor=actor,
+                now=now,
+                delete_mode=config.delete_mode,
+                only_non_destructive=only_non_destructive,
+            )
+        try:
             done.update(journal.final_actions(engine, plan_id))
+            _open_stores(header.scans, stores)
             checks.start()
-        scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
-        _refuse_unsafe_modes(
-            plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
-        )
+            scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
+            _refuse_unsafe_modes(
+                plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
+            )
+        except BaseException:
+            if execution_id is not None:
+                checks.close()  # no check runs on once the lock is given back
+                journal.abandon_execution(engine, plan_id, execution_id)
+            raise
         report = ExecutionReport(
             plan_id=plan_id,
-            execution_id=None,
+            execution_id=execution_id,
             dry_run=dry_run,
             delete_mode=config.delete_mode,
             plan_status=header.status.value,
@@ -118,7 +150,7 @@ def apply_plan(
         )
 
         def count_todo() -> int:
-            """Read what is done (again, once the lock is held), note it, count the rest."""
+            """Read what is done (again: a dry run holds no lock), note it, count the rest."""
             done.clear()
             done.update(journal.final_actions(engine, plan_id))
             skip = set(scan.not_run)
@@ -126,7 +158,7 @@ def apply_plan(
             skip.update(done)
             return scan.total - len(skip & scan.digests.keys())
 
-        if dry_run:
+        if execution_id is None:
             count_todo()
             for chunk, _, batch_checks in checks:
                 scan.verify_all(chunk)
@@ -135,6 +167,7 @@ def apply_plan(
             return report
         return _execute(
             engine,
+            execution_id,
             scan,
             checks,
             count_todo,
@@ -177,6 +210,10 @@ class CheckPipeline:
         return self
 
     def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel what is still queued and wait for the checks under way."""
         for future in self._ahead:
             future.cancel()
         self._pool.shutdown(wait=True)
@@ -206,6 +243,7 @@ class CheckPipeline:
 
 def _execute(
     engine: Engine,
+    execution_id: int,
     scan: PlanScan,
     checks: CheckPipeline,
     count_todo: Callable[[], int],
@@ -221,18 +259,9 @@ def _execute(
     from governance.apply.purge import purge_quarantine
 
     plan_id = scan.plan_id
-    execution_id = journal.start_execution(
-        engine,
-        plan_id,
-        actor=actor,
-        now=now,
-        delete_mode=config.delete_mode,
-        only_non_destructive=bool(report.not_run),
-    )
-    report.execution_id = execution_id
     status, error = "error", None
     try:
-        todo = count_todo()  # under the lock: an apply that just finished is seen
+        todo = count_todo()
         with journal.Heartbeat(engine, plan_id, execution_id, _clock):
             audit.record_now(
                 engine,
@@ -259,14 +288,34 @@ def _execute(
                 clock=_clock,
             )
             delay = float(os.environ.get("GOVERN_TEST_APPLY_DELAY") or 0)
-            for chunk, pending, batch_checks in checks:
-                scan.verify_all(chunk)  # nothing unverified is acted on
-                report.add(runner.run(engine, batch_checks, pending))
+
+            def finish(batch: StartedBatch, removing: Future[Removed]) -> None:
+                report.add(runner.finish(engine, batch, removing.result()))
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
                 if progress is not None:
                     progress(report.processed, todo)
                 if delay:
                     time.sleep(delay)  # test hook: lets a test kill an apply halfway
+
+            # One batch's removals are sent from a thread while this one journals the next
+            # batch's and commits the one before: storage is kept busy while the catalog
+            # is written. Every removal is journaled `pending` (committed) before it is sent.
+            # A batch whose removals were sent is finished (committed) even when the next
+            # batch's check or start fails.
+            with ThreadPoolExecutor(1, thread_name_prefix="govern-remove") as removals:
+                in_flight: tuple[StartedBatch, Future[Removed]] | None = None
+                try:
+                    for chunk, pending, batch_checks in checks:
+                        scan.verify_all(chunk)  # nothing unverified is acted on
+                        batch = runner.start(engine, batch_checks, pending)
+                        sent = (batch, removals.submit(runner.remove, batch))
+                        if in_flight is not None:
+                            earlier, in_flight = in_flight, None
+                            finish(*earlier)
+                        in_flight = sent
+                finally:
+                    if in_flight is not None:
+                        finish(*in_flight)
         status = _execution_status(report)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
@@ -342,6 +391,32 @@ def _plan_status(scan: PlanScan, report: ExecutionReport) -> PlanStatus | None:
     if len(report.done_before) + report.final_count == scan.total:
         return PlanStatus.APPLIED
     return None
+
+
+@contextlib.contextmanager
+def _responsive_threads() -> Iterator[None]:
+    """A shorter GIL switch interval while applying. The requests run in threads that
+    wait on the network most of the time, beside a thread that reads the plan and writes
+    the journal without pause; at the default 5 ms, each of a response's many socket
+    reads can wait that long for the interpreter, and storage sits idle meanwhile."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _open_stores(roots: Iterable[str], stores: StoreFactory) -> None:
+    """Open the plan's roots before anything else competes for the interpreter: opening a
+    client is a few hundred milliseconds of work that the first precondition check would
+    otherwise do while the plan is verified. Best effort: a root that fails to open here
+    fails where it is used."""
+    for root in roots:
+        try:
+            stores(root)
+        except Exception:
+            log.debug("opening %s ahead of its first use failed", root, exc_info=True)
 
 
 def _refuse_unsafe_modes(

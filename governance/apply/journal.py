@@ -120,6 +120,16 @@ def start_execution(
     return execution_id
 
 
+def abandon_execution(engine: Engine, plan_id: str, execution_id: int) -> None:
+    """Undo `start_execution` for an apply refused before it did anything: its lock and
+    its execution row go, in one transaction."""
+    with engine.begin() as conn:
+        conn.execute(
+            delete(L).where(and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id))
+        )
+        conn.execute(delete(E).where(E.c.id == execution_id))
+
+
 def _insert_execution(conn: Connection, row: dict[str, Any]) -> int:
     key = conn.execute(insert(E).values(row)).inserted_primary_key
     assert key is not None
@@ -272,33 +282,54 @@ def finish_execution(
 
 def iter_results(engine: Engine, execution_id: int, page: int = 5000) -> Iterator[ActionOutcome]:
     """Every result one execution recorded, in action id order, a page at a time."""
+    for docs in iter_result_pages(engine, execution_id, page):
+        for d in docs:
+            yield ActionOutcome(**d | {"outcome": Outcome(d["outcome"])})
+
+
+def iter_result_pages(
+    engine: Engine, execution_id: int, page: int = 5000
+) -> Iterator[list[dict[str, Any]]]:
+    """`iter_results` as `types.outcome_dict` documents, a page at a time, made straight
+    from the rows (for `govern apply --format json`, which prints every result)."""
     after = -1
     while True:
         with engine.connect() as conn:
-            rows = list(
-                conn.execute(
-                    select(R)
-                    .where(and_(R.c.execution_id == execution_id, R.c.action_id > after))
-                    .order_by(R.c.action_id)
-                    .limit(page)
-                ).mappings()
-            )
-        for r in rows:
-            outcome = Outcome(r["outcome"])
-            yield ActionOutcome(
-                action_id=int(r["action_id"]),
-                action=r["action"],
-                artifact_uri=r["artifact_uri"],
-                outcome=outcome,
-                reason=r["reason"],
-                objects=int(r["objects"]),
-                bytes=int(r["bytes"]),
-                final=bool(r["final"]),
-                execution_id=None if outcome is Outcome.SKIPPED else execution_id,
-            )
+            rows = conn.execute(
+                select(
+                    R.c.action_id,
+                    R.c.action,
+                    R.c.artifact_uri,
+                    R.c.outcome,
+                    R.c.reason,
+                    R.c.objects,
+                    R.c.bytes,
+                    R.c.final,
+                )
+                .where(and_(R.c.execution_id == execution_id, R.c.action_id > after))
+                .order_by(R.c.action_id)
+                .limit(page)
+            ).all()
+        skipped = Outcome.SKIPPED.value
+        docs = [
+            {
+                "action_id": int(action_id),
+                "action": action,
+                "artifact_uri": uri,
+                "outcome": outcome,
+                "reason": reason,
+                "objects": int(objects),
+                "bytes": int(size),
+                "final": bool(final),
+                "execution_id": None if outcome == skipped else execution_id,
+            }
+            for action_id, action, uri, outcome, reason, objects, size, final in rows
+        ]
+        if docs:
+            yield docs
         if len(rows) < page:
             return
-        after = int(rows[-1]["action_id"])
+        after = int(rows[-1][0])
 
 
 def executions(engine: Engine, plan_id: str) -> list[ExecutionSummary]:

@@ -151,14 +151,19 @@ def _list_run(
     character can fall in between). A page answers every key up to its last one (absent
     there = gone), or every key left when it is the last page; a page that ends before the
     next key moves the start past its last key. S3 orders keys by UTF-8 bytes, the same
-    order as Python's str comparison.
+    order as Python's str comparison. The listing's Prefix is the longest one that
+    every key of the run has (on moto, as on a store that filters before it sorts, a
+    listing then costs the run's keys rather than the root's).
     """
     found: dict[str, ObjectState] = {}
     i, n = 0, len(keys)
     after = ""
+    # Every key of the run shares its first and last keys' common prefix: listing only
+    # under it answers the same, and spares the store every key outside the run's range.
+    narrowed = prefix + _common_prefix(keys[0], keys[-1]) if keys else prefix
     while i < n:
         after = max(after, (prefix + keys[i])[:-1])
-        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": narrowed}
         if after:
             request["StartAfter"] = after
         response = client.list_objects_v2(**request)
@@ -182,6 +187,16 @@ def _list_run(
             return found, keys[i:]  # sparse here: HEADs are cheaper
         after = last
     return found, ()
+
+
+def _common_prefix(a: str, b: str) -> str:
+    """The longest string both start with (character by character: keys, not paths)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
 
 
 def _listable(action: PlannedAction, store: Store) -> bool:

@@ -154,18 +154,18 @@ def _emit_execution_json(app: AppContext, report: ExecutionReport) -> None:
     if report.dry_run or report.execution_id is None or not report.results_omitted:
         emit_json(report.to_dict())
         return
-    from governance.apply.journal import iter_results
-    from governance.apply.types import outcome_dict
+    from governance.apply.journal import iter_result_pages
 
     doc = report.to_dict()
     doc["results"] = []
     head, _, tail = dumps(doc).partition('"results": []')
-    rows = iter_results(app.engine, report.execution_id)
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every row
     out = sys.stdout
     out.write(head + '"results": [')
-    for i, r in enumerate(rows):
-        out.write(",\n    " if i else "\n    ")
-        out.write(json.dumps(outcome_dict(r), ensure_ascii=False))
+    separator = "\n    "
+    for page in iter_result_pages(app.engine, report.execution_id):
+        out.write(separator + ",\n    ".join(map(encode, page)))
+        separator = ",\n    "
     out.write("\n  ]" + tail + "\n")
     out.flush()
 

@@ -29,7 +29,15 @@ from governance.errors import (
 from governance.storage import WritableStore
 from governance.storage.base import KeyResult, ListingRow, ObjectInfo, ObjectState, Store
 from governance.storage.errors import KeyNotFoundError, client_error_code, translate
-from governance.storage.s3_listing import AS_INFO, AS_ROWS, ParallelListing, Rows, T, utc
+from governance.storage.s3_listing import (
+    AS_INFO,
+    AS_ROWS,
+    ParallelListing,
+    Rows,
+    T,
+    install_fast_parsers,
+    utc,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import CopySourceTypeDef
@@ -113,6 +121,7 @@ class S3Store:
             self._client = session.client("s3", endpoint_url=endpoint_url, config=config)
         except Exception as exc:
             raise translate(url, exc) from exc
+        install_fast_parsers(self._client, parse_timestamp)
 
     def __repr__(self) -> str:
         return f"S3Store({self.url!r}, endpoint_url={self.endpoint_url!r})"

@@ -21,6 +21,7 @@ from tests.fixtures.builders import hf_run, local_writer, marker, residue
 from tests.integration.test_apply_support import (
     Setup,
     actions_by,
+    govern,
     policy_text,
     snapshot,
 )
@@ -264,6 +265,44 @@ def test_actions_edited_after_approval_refuse_the_apply_before_any_change(
     assert "fingerprint" in refused.stderr
     assert snapshot(storage) == before
     assert not (storage.parent / ".govern-quarantine").exists()
+    with setup.engine().connect() as conn:  # the lock was taken, then given back: no trace
+        assert conn.execute(text("SELECT count(*) FROM executions")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM apply_locks")).scalar() == 0
+
+
+def test_every_result_is_in_the_audit_chain_and_an_edited_one_breaks_it(
+    tree: tuple[Setup, Path],
+) -> None:
+    from sqlalchemy import text
+
+    from governance.audit import events, verify
+
+    setup, _ = tree
+    doc = setup.plan()
+    applied = json.loads(setup.apply(doc["plan_id"]).stdout)
+    engine = setup.engine()
+    logged = events(engine, doc["plan_id"])
+    batches = [e for e in logged if e.event == "action_results"]
+    assert [e.event for e in logged if e.event.startswith("apply")] == ["apply_start", "apply_end"]
+    assert batches
+    results = [r for e in batches for r in e.payload["results"]]
+    assert results == [[r["action_id"], r["outcome"], r["reason"]] for r in applied["results"]]
+    assert sum(sum(e.payload["counts"].values()) for e in batches) == len(doc["actions"])
+    assert verify(engine).ok
+    edited = batches[0]
+    payload = dict(edited.payload)
+    payload["results"] = [[payload["results"][0][0], "failed", "edited"], *payload["results"][1:]]
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE audit_events SET payload = :p WHERE id = :i"),
+            {"p": json.dumps(payload), "i": edited.id},
+        )
+    problems = verify(engine).problems
+    engine.dispose()
+    assert problems == [f"event {edited.id}: hash does not match its content (edited?)"]
+    shown = govern(setup.catalog, "audit", "--verify")
+    assert shown.exit_code == 1
+    assert f"event {edited.id}: hash does not match" in shown.stdout
 
 
 def test_roots_sharing_a_quarantine_folder_never_overwrite_each_other(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from governance.apply import StoreOpener, apply_plan
+from governance.apply import Outcome, StoreOpener, apply_plan
 from governance.storage import normalize_url
 from tests.fixtures.builders import local_writer, residue
 from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
@@ -29,14 +29,14 @@ from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
 PREFIXES = 30  # three residue files each: 90 delete actions
 
 
-def build(tmp_path: Path) -> tuple[Setup, Path, str]:
+def build(tmp_path: Path, extra: str = "") -> tuple[Setup, Path, str]:
     storage = tmp_path / "storage"
     write = local_writer(storage)
     for i in range(PREFIXES):
         residue(write, f"scratch/{i:03d}")
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        policy_text(str(storage), extra=NO_APPROVAL + "safety: {max_delete_fraction: 1}\n")
+        policy_text(str(storage), extra=NO_APPROVAL + "safety: {max_delete_fraction: 1}\n" + extra)
     )
     setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
     doc = setup.plan()
@@ -181,27 +181,27 @@ def test_a_kill_between_delete_and_record_is_recovered_from_the_journal(
     assert len([p for p in storage.rglob("*") if p.is_file()]) == 90
 
 
-def test_an_apply_waiting_on_verification_does_not_act_on_checks_made_before_the_lock(
+def test_an_apply_holds_the_plan_lock_while_it_verifies_and_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # While apply B verifies the plan, apply A runs it to the end. B must check its
-    # preconditions only once it holds the plan's lock: checks made earlier would see
-    # objects A has since moved, and acting on them would fail copies and delete A's
-    # quarantine copies as strays.
+    # Apply B takes the plan's lock before it verifies the plan, and checks preconditions
+    # (the first batches, meanwhile) only under it: apply A, started while B verifies,
+    # is refused, so no check of B can be made stale by A moving objects (which would
+    # fail B's copies and delete quarantine copies as strays).
     import governance.apply.executor as executor
     from governance.apply import StoreOpener, apply_plan
 
     setup, storage, plan_id = build(tmp_path)
     real_scan = executor.scan_plan
-    raced: list[bool] = []
+    raced: list[str] = []
 
-    def scan_while_another_apply_runs(*args: Any, **kwargs: Any) -> Any:
+    def scan_while_another_apply_starts(*args: Any, **kwargs: Any) -> Any:
         if not raced:
-            raced.append(True)
-            setup.apply(plan_id)  # apply A, start to finish
+            refused = setup.apply(plan_id, code=3)  # apply A
+            raced.append(refused.stderr)
         return real_scan(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "scan_plan", scan_while_another_apply_runs)
+    monkeypatch.setattr(executor, "scan_plan", scan_while_another_apply_starts)
     engine = setup.engine()
     try:
         report = apply_plan(
@@ -209,7 +209,19 @@ def test_an_apply_waiting_on_verification_does_not_act_on_checks_made_before_the
         )
     finally:
         engine.dispose()
+    assert "is being applied by execution" in raced[0]
     quarantined = [p for p in (storage.parent / ".govern-quarantine").rglob("*") if p.is_file()]
-    assert len(quarantined) == 90  # A's copies are all still there
+    assert len(quarantined) == 90
     assert not report.failed
-    assert len(report.done_before) == 90  # B finds everything done by A
+    assert report.count(Outcome.OK) == 90
+    assert [e.status for e in report.executions] == ["applied"]  # A left no execution
+
+
+def test_a_refused_apply_gives_the_lock_back_and_leaves_no_execution(tmp_path: Path) -> None:
+    # The lock is taken before the plan is verified; a refusal after that (here: a
+    # permanent delete without --yes) must leave the catalog as it found it.
+    setup, _, plan_id = build(tmp_path, extra="apply: {delete_mode: permanent}\n")
+    refused = setup.apply(plan_id, code=3)
+    assert "pass --yes" in refused.stderr
+    assert count(setup, "SELECT count(*) FROM executions") == 0
+    assert count(setup, "SELECT count(*) FROM apply_locks") == 0

@@ -95,3 +95,38 @@ def test_locks_in_the_future_and_legal_holds_are_reasons() -> None:
         "object lock: k is retained (compliance)"
     )
     assert (_lock_reason("k", state(legal_hold=True), NOW) or "").startswith("legal hold")
+
+
+def test_abandoning_an_execution_leaves_neither_it_nor_the_lock(engine: Any) -> None:
+    first = start(engine)
+    journal.abandon_execution(engine, "p1", first)
+    assert journal.executions(engine, "p1") == []
+    second = start(engine, NOW + timedelta(seconds=1))  # the lock is free again
+    assert [(e.id, e.status) for e in journal.executions(engine, "p1")] == [(second, "running")]
+
+
+def test_result_pages_read_back_every_result_in_action_order(engine: Any) -> None:
+    from governance.apply.types import ActionOutcome, Outcome, outcome_dict
+
+    run = start(engine)
+    outcomes = [
+        ActionOutcome(
+            action_id=i,
+            action="delete",
+            artifact_uri=f"s3://b/r{i}/",
+            outcome=Outcome.SKIPPED if i % 3 == 0 else Outcome.OK,
+            reason="stale: x vanished" if i % 3 == 0 else "1 object deleted permanently",
+            objects=1,
+            bytes=i * 10,
+            final=i % 3 != 0,
+            execution_id=None if i % 3 == 0 else run,
+        )
+        for i in reversed(range(12))
+    ]
+    with engine.begin() as conn:
+        journal.write_results(conn, journal.result_rows(run, "p1", outcomes, NOW))
+    pages = list(journal.iter_result_pages(engine, run, page=5))
+    assert [len(p) for p in pages] == [5, 5, 2]
+    expected = [outcome_dict(o) for o in sorted(outcomes, key=lambda o: o.action_id)]
+    assert [d for p in pages for d in p] == expected
+    assert [outcome_dict(r) for r in journal.iter_results(engine, run, page=5)] == expected

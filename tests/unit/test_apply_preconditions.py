@@ -39,15 +39,26 @@ def test_dense_keys_take_one_request_per_page_and_missing_keys_are_absent() -> N
     assert found["run/part-0001.tmp"].etag == "e"
     assert left == ()
     assert len(client.requests) == 3
+    assert {r["Prefix"] for r in client.requests} == {"p/run/"}  # the keys' common prefix
 
 
 def test_a_page_of_near_neighbours_before_a_key_hands_it_to_heads() -> None:
-    # many keys between "a/k" (StartAfter for "a/kz") and "a/kz" itself: no endless loop
-    client = FakeClient([f"a/k{c}{i:03d}" for c in "abc" for i in range(10)] + ["a/kz"], page=5)
-    found, left = _list_run(client, "b", "", ["a/kz"])
-    assert found == {}
+    # many keys between "a/k" and "a/kz" (both wanted): no endless loop
+    neighbours = [f"a/k{c}{i:03d}" for c in "abc" for i in range(10)]
+    client = FakeClient(["a/k", *neighbours, "a/kz"], page=5)
+    found, left = _list_run(client, "b", "", ["a/k", "a/kz"])
+    assert list(found) == ["a/k"]
     assert list(left) == ["a/kz"]
     assert len(client.requests) == 1
+    assert client.requests[0]["Prefix"] == "a/k"
+
+
+def test_a_single_key_is_listed_under_itself() -> None:
+    client = FakeClient([f"a/k{c}{i:03d}" for c in "abc" for i in range(10)] + ["a/kz"], page=5)
+    found, left = _list_run(client, "b", "", ["a/kz"])
+    assert list(found) == ["a/kz"]
+    assert left == ()
+    assert client.requests == [{"Bucket": "b", "Prefix": "a/kz", "StartAfter": "a/k"}]
 
 
 def test_sparse_keys_are_left_to_heads() -> None:
