@@ -45,7 +45,7 @@ def _full(rows: Sequence[AnyRow]) -> Sequence[StageRow]:
     return rows  # type: ignore[return-value]
 
 
-def _sqlite_values(rows: Sequence[AnyRow]) -> tuple[str, str]:
+def sqlite_values(rows: Sequence[AnyRow]) -> tuple[str, str]:
     """(columns, placeholders) for SQLite executemany: four bound values per compact row."""
     if rows and len(rows[0]) == 4:
         return "key, upload_id, size, etag, last_modified", "?, '', ?, ?, ?"
@@ -65,7 +65,7 @@ def write_stage(conn: Connection, rows: Sequence[AnyRow]) -> None:
             for row in _full(rows):
                 copy.write_row(row)
         return
-    columns, values = _sqlite_values(rows)
+    columns, values = sqlite_values(rows)
     cursor: Any = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.executemany(f"INSERT INTO scan_stage ({columns}) VALUES ({values})", rows)
@@ -98,7 +98,7 @@ def write_objects_direct(
             for row in _full(rows):
                 copy.write_row((root_id, *row, scan_id, scan_id))
         return
-    listed, values = _sqlite_values(rows)
+    listed, values = sqlite_values(rows)
     cursor: Any = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         # Both ids are integers from our own tables; inlining them keeps rows as listed.
@@ -143,32 +143,50 @@ def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int,
     )
     count = text("SELECT count(*) FROM objects WHERE root_id = :root")
     rows_before = conn.execute(count, params).scalar_one()
-    written = conn.execute(
-        text(
-            "INSERT INTO objects (root_id, key, upload_id, size, etag, last_modified, "
-            "storage_class, version_id, checksum_algorithm, first_scan_id, changed_scan_id) "
-            "SELECT :root, s.key, s.upload_id, s.size, s.etag, s.last_modified, "
-            "s.storage_class, s.version_id, s.checksum_algorithm, :scan, :scan "
-            "FROM scan_stage AS s WHERE true "  # `WHERE true`: SQLite's upsert-after-SELECT rule
-            "ON CONFLICT (root_id, key, upload_id) DO UPDATE SET size = excluded.size, "
-            "etag = excluded.etag, last_modified = excluded.last_modified, "
-            "storage_class = excluded.storage_class, version_id = excluded.version_id, "
-            "checksum_algorithm = excluded.checksum_algorithm, changed_scan_id = :scan, "
-            f"gone_scan_id = NULL WHERE {differs}"
-        ),
-        params,
-    ).rowcount
+    written = upsert_objects(conn, root_id, scan_id, "scan_stage", only_if=differs)
     new = conn.execute(count, params).scalar_one() - rows_before
-    gone = conn.execute(
-        text(
-            "UPDATE objects SET gone_scan_id = :scan "
-            "WHERE root_id = :root AND gone_scan_id IS NULL AND NOT EXISTS ("
-            "SELECT 1 FROM scan_stage AS s "
-            "WHERE s.key = objects.key AND s.upload_id = objects.upload_id)"
-        ),
-        params,
-    ).rowcount
-    return new, written - new, gone
+    return new, written - new, mark_gone(conn, root_id, scan_id)
+
+
+def upsert_objects(
+    conn: Connection, root_id: int, scan_id: int, source: str, *, only_if: str = ""
+) -> int:
+    """Write the rows of table `source` (staging columns) into `objects` as seen by this
+    scan: new keys inserted, existing ones rewritten (and revived) where `only_if` holds
+    (always when empty). Returns the rows written."""
+    columns = ", ".join(STAGE_COLUMNS)
+    condition = f" WHERE {only_if}" if only_if else ""
+    return int(
+        conn.execute(
+            text(
+                f"INSERT INTO objects (root_id, {columns}, first_scan_id, changed_scan_id) "
+                f"SELECT :root, {columns}, :scan, :scan FROM {source} WHERE true "
+                # `WHERE true`: SQLite's upsert-after-SELECT rule
+                "ON CONFLICT (root_id, key, upload_id) DO UPDATE SET size = excluded.size, "
+                "etag = excluded.etag, last_modified = excluded.last_modified, "
+                "storage_class = excluded.storage_class, version_id = excluded.version_id, "
+                "checksum_algorithm = excluded.checksum_algorithm, changed_scan_id = :scan, "
+                f"gone_scan_id = NULL{condition}"
+            ),
+            {"root": root_id, "scan": scan_id},
+        ).rowcount
+    )
+
+
+def mark_gone(conn: Connection, root_id: int, scan_id: int) -> int:
+    """Mark gone in this scan the root's live objects the staged listing lacks (an
+    anti-join on the staging table's index); returns how many."""
+    return int(
+        conn.execute(
+            text(
+                "UPDATE objects SET gone_scan_id = :scan "
+                "WHERE root_id = :root AND gone_scan_id IS NULL AND NOT EXISTS ("
+                "SELECT 1 FROM scan_stage AS s "
+                "WHERE s.key = objects.key AND s.upload_id = objects.upload_id)"
+            ),
+            {"root": root_id, "scan": scan_id},
+        ).rowcount
+    )
 
 
 def drop_stage(conn: Connection) -> None:

@@ -82,7 +82,7 @@ class RescanDiff:
         """Stage one batch and set aside its new, changed and revived rows."""
         if not rows:
             return
-        columns, values = bulk._sqlite_values(rows)
+        columns, values = bulk.sqlite_values(rows)
         cursor: Any = self.conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             cursor.executemany(f"INSERT INTO scan_batch ({columns}) VALUES ({values})", rows)
@@ -119,29 +119,12 @@ class RescanDiff:
             "coalesce(sum(was_live = 0), 0) FROM scan_changes"
         ).one()
         if new or changed:
-            self._exec(
-                f"INSERT INTO objects (root_id, {_COLUMNS}, first_scan_id, changed_scan_id) "
-                f"SELECT :root, {_COLUMNS}, :scan, :scan FROM scan_changes WHERE true "
-                "ON CONFLICT (root_id, key, upload_id) DO UPDATE SET size = excluded.size, "
-                "etag = excluded.etag, last_modified = excluded.last_modified, "
-                "storage_class = excluded.storage_class, version_id = excluded.version_id, "
-                "checksum_algorithm = excluded.checksum_algorithm, changed_scan_id = :scan, "
-                "gone_scan_id = NULL",
-                params,
-            )
+            bulk.upsert_objects(self.conn, self.root_id, scan_id, "scan_changes")
         matched_live = self.listed - unmatched
         gone = 0
         if matched_live != self._live_before:
             bulk.index_stage(self.conn)
-            gone = self.conn.execute(
-                text(
-                    "UPDATE objects SET gone_scan_id = :scan "
-                    "WHERE root_id = :root AND gone_scan_id IS NULL AND NOT EXISTS ("
-                    "SELECT 1 FROM scan_stage AS s "
-                    "WHERE s.key = objects.key AND s.upload_id = objects.upload_id)"
-                ),
-                params,
-            ).rowcount
+            gone = bulk.mark_gone(self.conn, self.root_id, scan_id)
         return int(new), int(changed), gone
 
     def drop(self) -> None:
