@@ -123,7 +123,10 @@ class FsspecStore:
             return None
         excludes = tuple(p for p in exclude_prefixes if p)
         if can_walk_beside():
-            return WalkProcess(self._base, self.url, excludes)
+            try:
+                return WalkProcess(self._base, self.url, excludes)
+            except OSError:
+                pass  # no interpreter to start (an embedded or frozen Python): walk here
         return self._compact(excludes)
 
     def _compact(self, excludes: tuple[str, ...]) -> Iterator[CompactRow]:

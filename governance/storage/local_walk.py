@@ -128,10 +128,12 @@ class WalkProcess:
         read = self._out.read
         while True:
             header = read(_HEADER.size)
-            if len(header) < _HEADER.size:
+            size = _HEADER.unpack(header)[0] if len(header) == _HEADER.size else -1
+            body = read(size) if size > 0 else b""
+            if size <= 0 or len(body) != size:  # cut short: the child is gone
                 code = self._proc.wait()
                 raise StorageError(self.url, f"the walking process stopped early (exit {code})")
-            message = marshal.loads(read(_HEADER.unpack(header)[0]))
+            message = marshal.loads(body)
             if message is None:
                 return
             if isinstance(message, tuple):  # (error class name, message without the URL)

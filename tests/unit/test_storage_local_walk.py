@@ -111,3 +111,18 @@ def test_a_child_that_dies_is_an_error_not_a_short_listing(tree: Path) -> None:
             list(walker)
     finally:
         walker.close()
+
+
+def test_no_interpreter_to_start_walks_in_process(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cannot_start(*args: object, **kwargs: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory", "python")
+
+    store = open_store(str(tree))
+    assert isinstance(store, FsspecStore)
+    monkeypatch.setattr("governance.storage.local_walk.subprocess.Popen", cannot_start)
+    rows = store.list_compact_rows()
+    assert rows is not None
+    assert not isinstance(rows, WalkProcess)
+    assert sorted(rows) == sorted(walk_tree(f"{tree}/", f"file://{tree}/", ()))
