@@ -432,7 +432,7 @@ def mark_actions_removed(
     purge_after: datetime | None,
 ) -> None:
     """Every pending row of these actions becomes `removed`, set-based (one statement per
-    thousand actions, not one per object: 900 at a time). Call it once the rows of objects that were
+    900 actions, not one per object). Call it once the rows of objects that were
     not removed are dropped and any delete-marker versions are recorded (`mark_removed`)."""
     when = bind_processors(conn, O, ("removed_at", "purge_after"))((now, purge_after))
     for start in range(0, len(action_ids), _IDS_PER_STATEMENT):

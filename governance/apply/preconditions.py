@@ -21,6 +21,7 @@ only when its quarantine copy is there).
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -160,7 +161,9 @@ def _list_run(
     after = ""
     # Every key of the run shares its first and last keys' common prefix: listing only
     # under it answers the same, and spares the store every key outside the run's range.
-    narrowed = prefix + _common_prefix(keys[0], keys[-1]) if keys else prefix
+    # Character by character on purpose: keys, not paths.
+    shared = os.path.commonprefix([keys[0], keys[-1]]) if keys else ""  # noqa: RUF071
+    narrowed = prefix + shared
     while i < n:
         after = max(after, (prefix + keys[i])[:-1])
         request: dict[str, Any] = {"Bucket": bucket, "Prefix": narrowed}
@@ -187,16 +190,6 @@ def _list_run(
             return found, keys[i:]  # sparse here: HEADs are cheaper
         after = last
     return found, ()
-
-
-def _common_prefix(a: str, b: str) -> str:
-    """The longest string both start with (character by character: keys, not paths)."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
 
 
 def _listable(action: PlannedAction, store: Store) -> bool:

@@ -18,20 +18,11 @@ from governance.model.detectors.deepspeed import (
     ranks_verdict,
 )
 from governance.model.grouping import _outermost_root
+from governance.model.runs import detected_run_of
 from governance.model.types import CatalogObject, ClassifyOptions
 
 SEGMENTS = st.sampled_from(["a", "b", "ab", "", "global_step1", "x.y"])
 FOLDERS = st.lists(SEGMENTS, min_size=0, max_size=5).map(lambda s: "".join(p + "/" for p in s))
-
-
-def _plain_outermost(key: str, roots: dict[str, int]) -> str | None:
-    i = key.find("/")
-    while i != -1:
-        p = key[: i + 1]
-        if p in roots:
-            return p
-        i = key.find("/", i + 1)
-    return None
 
 
 @settings(max_examples=1000, deadline=None)
@@ -39,7 +30,9 @@ def _plain_outermost(key: str, roots: dict[str, int]) -> str | None:
 def test_outermost_root_by_lengths_is_the_plain_scan(folder: str, units: list[str]) -> None:
     roots = dict.fromkeys(units, 0)
     lengths = sorted({len(u) for u in roots if u})
-    assert _outermost_root(folder, roots, lengths) == _plain_outermost(folder, roots)
+    assert _outermost_root(folder, roots, lengths) == detected_run_of(
+        folder, set(roots)
+    )  # the plain scan
 
 
 AS_OF = datetime(2026, 1, 1, tzinfo=UTC)
