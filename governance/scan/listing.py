@@ -39,9 +39,13 @@ class ListingStart:
 def start_listing(store: Store, exclude_prefixes: Sequence[str] = ()) -> ListingStart:
     """Check the root (a StorageError if it cannot be read), then start its listing.
 
-    An S3 listing sends its first requests here; other stores list as they are consumed.
+    An S3 listing sends its first requests here, and its first answer is the check;
+    other stores are checked, then list as they are consumed.
     """
     began = time.perf_counter()
+    checked = getattr(store, "list_checked_rows", None)
+    if checked is not None:  # its first listing answer is the check (S3: no extra request)
+        return ListingStart(store, checked(exclude_prefixes), 2, began)
     store.check()  # bad URL or credentials: fail before the catalog records anything
     compact = list_compact_rows(store, exclude_prefixes)
     if compact is not None:

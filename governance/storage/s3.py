@@ -32,6 +32,8 @@ from governance.storage.errors import KeyNotFoundError, client_error_code, trans
 from governance.storage.s3_listing import (
     AS_INFO,
     AS_ROWS,
+    PAGE_SIZE,
+    SPLIT_AFTER_PAGES,
     ParallelListing,
     Rows,
     T,
@@ -95,11 +97,15 @@ class S3Store:
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         multipart_threshold: int = 256 * 1024 * 1024,
+        list_page_size: int = PAGE_SIZE,
+        split_after_pages: int = SPLIT_AFTER_PAGES,
     ) -> None:
         self.url = url
         self.bucket, _, self.prefix = url.split("://", 1)[1].partition("/")
         self.endpoint_url = endpoint_url
         self._concurrency = concurrency
+        self._list_page_size = list_page_size
+        self._split_after_pages = split_after_pages
         self._versioning: bool | None = None
         self._versioning_lock = threading.Lock()
         transfer_threads = 8
@@ -141,6 +147,20 @@ class S3Store:
         arrive while the scanner prepares the catalog. Close it if it is not consumed."""
         return self._listing(exclude_prefixes, AS_ROWS).start()
 
+    def list_checked_rows(
+        self, exclude_prefixes: Sequence[str] = ()
+    ) -> ParallelListing[ListingRow]:
+        """`list_rows`, returned once its first answer has come: that first listing
+        request proves the root readable as `check()` would, without a request of its own
+        (a StorageError, the listing stopped, if it cannot be read)."""
+        listing = self.list_rows(exclude_prefixes)
+        try:
+            listing.check()
+        except BaseException:
+            listing.close()
+            raise
+        return listing
+
     def _listing(self, exclude_prefixes: Sequence[str], rows: Rows[T]) -> ParallelListing[T]:
         excludes = tuple(self.prefix + p for p in exclude_prefixes if p)
         return ParallelListing(
@@ -151,6 +171,8 @@ class S3Store:
             self._concurrency,
             rows,
             translate=self._translate,
+            page_size=self._list_page_size,
+            split_after_pages=self._split_after_pages,
         )
 
     def _translate(self, exc: Exception) -> Exception:

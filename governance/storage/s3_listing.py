@@ -1,14 +1,23 @@
 """Parallel, memory-bounded listing of one S3 prefix (and its incomplete uploads).
 
-Pages of one prefix are sequential in ListObjectsV2 (each needs the previous continuation
-token), so parallelism needs split points: list the root level with Delimiter='/', go one
-or two levels deeper while there are fewer prefixes than workers, then list each split
-point flat (no delimiter) in a thread pool. Pages travel to the consumer through a bounded
-queue, so memory stays bounded however large the bucket; when the consumer stops early
-or a worker fails, the other workers stop at their next page.
+Pages of one listing are sequential in ListObjectsV2 (each needs the previous continuation
+token), so parallelism needs split points, and finding them costs requests. A listing
+therefore starts as one plain flat listing, the cheapest way through a small bucket (the
+sequential `aws s3api` pace, one request a page). Only when it is still going after
+`split_after_pages` pages is the key space after its position split: a few delimiter
+requests find common prefixes beyond it (going deeper while they are fewer than the
+workers), and these become the bounds of key ranges (lo, hi] that other workers list flat
+with `StartAfter=lo`, each stopping past `hi`; the first worker keeps its own continuation
+and stops at the first bound. Ranges partition the key space whatever the bounds are, so
+every key is listed exactly once. A worker that reaches a key under an excluded prefix
+jumps past the whole prefix (`StartAfter` = prefix + the highest character), so an
+excluded quarantine of a million objects costs one request, not a thousand.
 
-A listing may be started before it is consumed: its first requests then overlap whatever
-the caller does meanwhile (the scanner opens its catalog transaction).
+Pages travel to the consumer through a bounded queue, so memory stays bounded however
+large the bucket; when the consumer stops early or a worker fails, the other workers stop
+at their next page. A listing may be started before it is consumed: its first requests
+then overlap whatever the caller does meanwhile (the scanner opens its catalog), and
+`check()` waits for the first answer, which doubles as the proof that the root is readable.
 """
 
 from __future__ import annotations
@@ -17,15 +26,22 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from xml.etree import ElementTree
 
 from governance.storage.base import ListingRow, ObjectInfo, epoch_micros
 
-MAX_SPLITS_PER_WORKER = 4
+PAGE_SIZE = 1000  # S3's most keys a page
+SPLIT_AFTER_PAGES = 32
+"""A listing still going after this many pages (32,000 keys) is split: below that, the
+requests that find split points and the page each range reads past its end cost more
+than parallel listing saves (on real S3, 32 pages take a few seconds)."""
+MAX_SPLITS_PER_WORKER = 2
 SPLIT_LEVELS = 3  # the root plus at most two deeper levels of split-point discovery
+MAX_KEY_BYTES = 1024
+HIGHEST_CHARACTER = "\U0010ffff"  # sorts after every character (and UTF-8 byte string)
 _DONE = object()
 
 T = TypeVar("T")
@@ -108,10 +124,10 @@ class ParallelListing(Generic[T]):
     """Iterate once over every object and incomplete upload under `prefix`.
 
     Keys are made relative to `prefix`; keys starting with any of `excludes` (absolute
-    key prefixes) are left out, and excluded common prefixes are never listed. A worker's
-    error is raised to the consumer through `translate` (the store's error mapping).
-    `start()` sends the first requests before iteration begins; `close()` stops the
-    workers whether or not anything was consumed.
+    key prefixes) are left out, and listing jumps past them. A worker's error is raised to
+    the consumer through `translate` (the store's error mapping). `start()` sends the
+    first requests before iteration begins; `check()` waits for the first answer;
+    `close()` stops the workers whether or not anything was consumed.
     """
 
     def __init__(
@@ -123,6 +139,9 @@ class ParallelListing(Generic[T]):
         concurrency: int,
         rows: Rows[T],
         translate: Callable[[Exception], Exception] = lambda exc: exc,
+        *,
+        page_size: int = PAGE_SIZE,
+        split_after_pages: int = SPLIT_AFTER_PAGES,
     ) -> None:
         self._client = client
         self._rows = rows
@@ -131,11 +150,18 @@ class ParallelListing(Generic[T]):
         self._prefix = prefix
         self._excludes = excludes
         self._concurrency = concurrency
+        self._page_size = page_size
+        self._split_after_pages = split_after_pages
         self._results: queue.Queue[Any] = queue.Queue(maxsize=concurrency * 4)
         self._abort = threading.Event()  # workers stop producing
         self._consumer_gone = threading.Event()
+        self._answered = threading.Event()  # a first page arrived, or the listing ended
+        self._failure: Exception | None = None
         self._coordinator: threading.Thread | None = None
         self._pages: Generator[T, None, None] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._tasks: list[Future[None]] = []
+        self._tasks_lock = threading.Lock()
 
     def start(self) -> ParallelListing[T]:
         """Send the first requests now (idempotent); pages wait in the bounded queue."""
@@ -145,6 +171,14 @@ class ParallelListing(Generic[T]):
             )
             self._coordinator.start()
         return self
+
+    def check(self) -> None:
+        """Wait for the first answer; raise the (translated) error if the listing failed
+        first: no such bucket, access denied, bad credentials, unreachable endpoint."""
+        self.start()
+        self._answered.wait()
+        if self._failure is not None:
+            raise self._translate(self._failure) from self._failure
 
     def close(self) -> None:
         """Stop the workers and wait for them (safe at any point, and more than once)."""
@@ -193,16 +227,20 @@ class ParallelListing(Generic[T]):
         raise _Cancelled
 
     def _produce(self) -> None:
-        """Coordinator thread: run the fan-out, then hand over DONE or the first error."""
+        """Coordinator thread: run the workers, then hand over DONE or the first error."""
         final: object = _DONE
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix="govern-s3") as pool:
+            self._pool = pool
             try:
-                self._fan_out(pool)
+                self._run(pool)
             except _Cancelled:
+                self._answered.set()
                 return
             except Exception as exc:
                 self._abort.set()  # stop the other workers before the pool waits for them
+                self._failure = exc
                 final = exc
+        self._answered.set()
         while not self._consumer_gone.is_set():
             try:
                 self._results.put(final, timeout=0.1)
@@ -210,57 +248,137 @@ class ParallelListing(Generic[T]):
             except queue.Full:
                 continue
 
-    def _fan_out(self, pool: ThreadPoolExecutor) -> None:
-        """Expand split points level by level while they are fewer than the workers.
+    def _run(self, pool: ThreadPoolExecutor) -> None:
+        """Start the flat listing and the uploads listing; wait for them and for every
+        range the flat listing hands out when it splits, raising the first error."""
+        self._submit(self._list_range, None, None, self._concurrency > 1)
+        self._submit(self._list_uploads)
+        while True:
+            with self._tasks_lock:
+                tasks = list(self._tasks)
+            done, pending = wait(tasks, return_when=FIRST_EXCEPTION)
+            for task in done:
+                error = task.exception()
+                if error is not None:
+                    raise error
+            if not pending:
+                with self._tasks_lock:
+                    if len(self._tasks) == len(tasks):  # ranges are handed out before
+                        return  # the listing that splits ends, so none can come later
 
-        A level that yields a swarm of small prefixes (more than MAX_SPLITS_PER_WORKER per
-        worker: one per run, say) is not used: a request per tiny prefix costs more than it
-        saves, so the previous level is listed flat instead, skipping the keys that the
-        delimiter listing already produced.
+    def _submit(self, work: Callable[..., None], *args: Any) -> None:
+        assert self._pool is not None
+        with self._tasks_lock:
+            self._tasks.append(self._pool.submit(self._guarded, work, *args))
+
+    def _guarded(self, work: Callable[..., None], *args: Any) -> None:
+        """Run one worker; its failure stops the others at their next page."""
+        try:
+            work(*args)
+        except _Cancelled:
+            raise
+        except BaseException:
+            self._abort.set()
+            raise
+
+    def _list_range(self, after: str | None, upto: str | None, may_split: bool = False) -> None:
+        """List the keys in (after, upto] flat (None: from the start, to the end).
+
+        The listing that may split does so once, after `split_after_pages` pages that did
+        not reach the end: it then hands the key space beyond its position to ranges and
+        keeps only the part up to the first bound.
         """
-        frontier = [self._prefix]
-        emitted_direct = False  # keys directly under the frontier already emitted
-        for _level in range(SPLIT_LEVELS):
-            if not frontier or len(frontier) >= self._concurrency:
-                break
-            deeper: list[str] = []
-            for found in pool.map(self._list_level, frontier):
-                deeper.extend(found)
-            emitted_direct = True
-            if len(deeper) > MAX_SPLITS_PER_WORKER * self._concurrency:
-                break
-            frontier = deeper
-            emitted_direct = False
-        futures = [pool.submit(self._list_flat, p, emitted_direct) for p in frontier]
-        futures.append(pool.submit(self._list_uploads))
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        for future in done:
-            error = future.exception()
-            if error is not None:
-                raise error
-
-    def _list_level(self, prefix: str) -> list[str]:
-        """List one level under `prefix` (Delimiter='/'): emit its keys, return sub-prefixes."""
-        found: list[str] = []
         paginator = self._client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix, Delimiter="/"):
-            self._emit(self._objects(page.get("Contents", ())))
-            for common in page.get("CommonPrefixes", ()):
-                sub = common["Prefix"]
-                if not (self._excludes and sub.startswith(self._excludes)):
-                    found.append(sub)
-        return found
+        pages = 0
+        while True:  # once more after each jump past an excluded prefix
+            params: dict[str, Any] = {
+                "Bucket": self._bucket,
+                "Prefix": self._prefix,
+                "PaginationConfig": {"PageSize": self._page_size},
+            }
+            if after is not None:
+                params["StartAfter"] = after
+            jump: str | None = None
+            for page in paginator.paginate(**params):
+                self._answered.set()
+                contents = page.get("Contents", ())
+                if not contents:
+                    continue
+                last = contents[-1]["Key"]
+                if upto is not None and last > upto:
+                    self._emit(self._objects([c for c in contents if c["Key"] <= upto]))
+                    return
+                self._emit(self._objects(contents))
+                if not page.get("IsTruncated"):
+                    return
+                jump = self._past_excluded(last)
+                if jump is not None:
+                    break
+                pages += 1
+                if may_split and pages >= self._split_after_pages:
+                    may_split = False
+                    upto = self._split(last)
+            if jump is None or (upto is not None and jump >= upto):
+                return  # the end, or the rest of the range is excluded
+            after = jump
 
-    def _list_flat(self, prefix: str, skip_direct: bool = False) -> None:
-        """Every key under `prefix`; with `skip_direct`, not those right under it (a
-        delimiter listing of `prefix` already produced them)."""
-        paginator = self._client.get_paginator("list_objects_v2")
-        start = len(prefix)
-        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
-            contents = page.get("Contents", ())
-            if skip_direct:
-                contents = [c for c in contents if "/" in c["Key"][start:]]
-            self._emit(self._objects(contents))
+    def _past_excluded(self, key: str) -> str | None:
+        """Where to resume when `key` is under an excluded prefix: past all of its keys
+        (they are contiguous in key order), or None when `key` is not excluded."""
+        under = [e for e in self._excludes if key.startswith(e)]
+        if not under:
+            return None
+        outermost = min(under, key=len)  # the one whose keys reach furthest
+        if len(outermost.encode()) > MAX_KEY_BYTES - 4:
+            return None  # no valid key to start after: list through it, filtered
+        return outermost + HIGHEST_CHARACTER
+
+    def _split(self, position: str) -> str | None:
+        """Hand the key space after `position` to range workers; return the caller's new
+        upper bound (None: no split points were found, the caller lists on to the end)."""
+        bounds = _spread(self._split_points(position), MAX_SPLITS_PER_WORKER * self._concurrency)
+        if not bounds:
+            return None
+        for lo, hi in zip(bounds, [*bounds[1:], None], strict=True):
+            self._submit(self._list_range, lo, hi)
+        return bounds[0]
+
+    def _split_points(self, position: str) -> list[str]:
+        """Common prefixes after `position`, level by level while they are fewer than the
+        workers: one delimiter request per prefix looked into, at most SPLIT_LEVELS deep."""
+        found: set[str] = set()
+        parents = [self._prefix]
+        with ThreadPoolExecutor(self._concurrency, thread_name_prefix="govern-s3-split") as pool:
+            for _level in range(SPLIT_LEVELS):
+                deeper: list[str] = []
+                for prefixes in pool.map(lambda p: self._common_prefixes(p, position), parents):
+                    for common in prefixes:
+                        if self._excludes and common.startswith(self._excludes):
+                            continue
+                        if common > position:
+                            found.add(common)
+                            deeper.append(common)
+                        elif position.startswith(common):
+                            deeper.append(common)  # holds the position: may hold more after it
+                if len(found) >= self._concurrency or not deeper:
+                    break
+                parents = deeper
+        return sorted(found)
+
+    def _common_prefixes(self, parent: str, position: str) -> list[str]:
+        """One delimiter page of `parent`, from `position` on when it lies inside."""
+        if self._abort.is_set():
+            raise _Cancelled
+        params: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Prefix": parent,
+            "Delimiter": "/",
+            "MaxKeys": self._page_size,
+        }
+        if position > parent:
+            params["StartAfter"] = position
+        response = self._client.list_objects_v2(**params)
+        return [common["Prefix"] for common in response.get("CommonPrefixes", ())]
 
     def _list_uploads(self) -> None:
         """Incomplete multipart uploads: residue that costs storage but lists as no object."""
@@ -284,6 +402,14 @@ class ParallelListing(Generic[T]):
                 continue  # the root's own folder marker, or excluded
             out.append(make(key[cut:], item))
         return out
+
+
+def _spread(bounds: list[str], limit: int) -> list[str]:
+    """At most `limit` of the sorted `bounds`, evenly spaced: more ranges than that cost
+    a request each (the page a range reads past its end) for little more parallelism."""
+    if len(bounds) <= limit:
+        return bounds
+    return [bounds[i * len(bounds) // limit] for i in range(limit)]
 
 
 # --------------------------------------------------------------------------- fast parsing

@@ -486,22 +486,3 @@ def test_no_network_at_construction() -> None:
     assert store.bucket == "bucket"
     assert store.prefix == "x/"
     assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
-
-
-def test_a_swarm_of_small_prefixes_is_listed_flat_without_duplicates(
-    moto_server: str, s3_bucket: str, put_many: Any
-) -> None:
-    """Level 2 yields 120 run prefixes (> 4 per worker): `runs/` is listed flat instead,
-    and the keys directly under it, already seen by the delimiter listing, come once."""
-    keys = [f"runs/r{i:03d}/ckpt/model.bin" for i in range(120)]
-    keys += ["runs/index.json", "runs/notes.txt", "top.txt"]
-    put_many(s3_bucket, keys)
-    requests_seen: list[str] = []
-    store = store_for(moto_server, f"s3://{s3_bucket}", concurrency=4)
-    cast(S3Store, store)._client.meta.events.register(
-        "before-parameter-build.s3.ListObjectsV2",
-        lambda params, **_: requests_seen.append(params.get("Prefix", "")),
-    )
-    listed = [o.key for o in store.list()]
-    assert sorted(listed) == sorted(keys)  # each key exactly once
-    assert not any(p.startswith("runs/r") for p in requests_seen)  # no request per run
