@@ -162,10 +162,31 @@ _QUIET_KEYS = frozenset({"fingerprint", "as_of", "policy_path", "policy_sha256",
 
 def _details(payload: dict[str, Any], width: int = 120) -> str:
     """`key=value` for what a person scans for; hashes and paths stay in --format json."""
+    if isinstance(payload.get("results"), list):
+        return _batch_details(payload, width)
     parts = [
         f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
         for k, v in payload.items()
         if k not in _QUIET_KEYS and (v is False or v not in (None, "", [], {}, 0))
     ]
-    text = " ".join(parts)
+    return _cut(" ".join(parts), width)
+
+
+def _batch_details(payload: dict[str, Any], width: int) -> str:
+    """One apply batch (`action_results`): its counts, then the actions that did not go
+    through with their reasons; the full list of results stays in --format json."""
+    results: list[list[Any]] = payload["results"]
+    counts = payload.get("counts") or {}
+    head = f"execution {payload.get('execution_id', '?')}: {len(results):,} actions"
+    if counts:
+        head += " (" + ", ".join(f"{n:,} {outcome}" for outcome, n in counts.items()) + ")"
+    notable = [
+        f"#{action_id} {outcome}: {reason}" if reason else f"#{action_id} {outcome}"
+        for action_id, outcome, reason, *_ in results
+        if outcome != "ok"
+    ]
+    return _cut("; ".join([head, *notable]), width)
+
+
+def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
