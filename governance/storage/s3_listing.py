@@ -162,6 +162,7 @@ class ParallelListing(Generic[T]):
         self._pool: ThreadPoolExecutor | None = None
         self._tasks: list[Future[None]] = []
         self._tasks_lock = threading.Lock()
+        self._start_after_ignored = False  # some S3-compatible server did not honour it
 
     def start(self) -> ParallelListing[T]:
         """Send the first requests now (idempotent); pages wait in the bounded queue."""
@@ -302,6 +303,10 @@ class ParallelListing(Generic[T]):
             for page in paginator.paginate(**params):
                 self._answered.set()
                 contents = page.get("Contents", ())
+                if after is not None and contents and contents[0]["Key"] <= after:
+                    # The server ignored StartAfter: list no key twice, and jump no more.
+                    self._start_after_ignored = True
+                    contents = [c for c in contents if c["Key"] > after]
                 if not contents:
                     continue
                 last = contents[-1]["Key"]
@@ -326,7 +331,7 @@ class ParallelListing(Generic[T]):
         """Where to resume when `key` is under an excluded prefix: past all of its keys
         (they are contiguous in key order), or None when `key` is not excluded."""
         under = [e for e in self._excludes if key.startswith(e)]
-        if not under:
+        if not under or self._start_after_ignored:
             return None
         outermost = min(under, key=len)  # the one whose keys reach furthest
         if len(outermost.encode()) > MAX_KEY_BYTES - 4:
