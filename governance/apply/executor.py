@@ -36,7 +36,7 @@ from governance.apply.actions import (
 )
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
-from governance.apply.stream import PlanScan, scan_plan
+from governance.apply.stream import IdSet, PlanScan, scan_plan
 from governance.apply.types import (
     RESULTS_KEPT,
     ActionOutcome,
@@ -44,6 +44,7 @@ from governance.apply.types import (
     Outcome,
     StoreFactory,
 )
+from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import RefusedError
 from governance.plan.types import PlannedAction, PlanStatus
@@ -89,15 +90,16 @@ def apply_plan(
     config = ApplyConfig.model_validate(header.controls.get("apply") or {})
     notes: list[str] = []
     try:
-        check_applicable(
-            engine, plan_id, now=now, destructive=not only_non_destructive, actor=actor
-        )
+        with page_cache(engine):  # it reads every action once (types): no use for a cache
+            check_applicable(
+                engine, plan_id, now=now, destructive=not only_non_destructive, actor=actor
+            )
     except RefusedError as exc:
         if not dry_run:
             raise
         notes.append(f"a real apply would be refused: {exc}")
     concurrency = config.concurrency or 16
-    done: set[int] = set()  # actions earlier executions finished; read again under the lock
+    done = IdSet(header.summary.actions)  # done by earlier executions; read again under the lock
 
     def todo_actions() -> Iterator[PlannedAction]:
         for action in iter_actions(engine, plan_id):
@@ -105,6 +107,7 @@ def apply_plan(
                 yield action
 
     with (
+        page_cache(engine),  # the plan is read through once: a big page cache is wasted
         _responsive_threads(),
         CheckPipeline(engine, plan_id, _chunks(todo_actions()), stores, concurrency) as checks,
     ):
@@ -126,7 +129,7 @@ def apply_plan(
                 only_non_destructive=only_non_destructive,
             )
         try:
-            done.update(journal.final_actions(engine, plan_id))
+            done.update(journal.final_action_ids(engine, plan_id))
             _open_stores(header.scans, stores)
             checks.start()
             scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
@@ -152,11 +155,10 @@ def apply_plan(
         def count_todo() -> int:
             """Read what is done (again: a dry run holds no lock), note it, count the rest."""
             done.clear()
-            done.update(journal.final_actions(engine, plan_id))
+            done.update(journal.final_action_ids(engine, plan_id))
             skip = set(scan.not_run)
-            report.done_before = sorted(i for i in done if i in scan.digests and i not in skip)
-            skip.update(done)
-            return scan.total - len(skip & scan.digests.keys())
+            report.done_before = [i for i in done if i in scan.digests and i not in skip]
+            return scan.total - len(scan.not_run) - len(report.done_before)
 
         if execution_id is None:
             count_todo()

@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from governance.apply.types import ActionOutcome, ExecutionSummary, Outcome
 from governance.catalog.bulk import bind_processors, execute_rows, insert_rows
+from governance.catalog.engine import page_cache
 from governance.catalog.execution_tables import (
     ActionResultRow,
     ApplyLockRow,
@@ -199,15 +200,15 @@ class Heartbeat:
 # ----------------------------------------------------------------------------- results
 
 
-def final_actions(engine: Engine, plan_id: str) -> dict[int, int]:
-    """Action id -> the execution that finished it (ok, or skipped on purpose)."""
+def final_action_ids(engine: Engine, plan_id: str) -> Iterator[int]:
+    """The ids of the plan's actions that an execution finished (ok, or skipped on
+    purpose), one at a time from the cursor (a resumed plan's may be most of them)."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(R.c.action_id, R.c.execution_id).where(
-                and_(R.c.plan_id == plan_id, R.c.final.is_(True))
-            )
+            select(R.c.action_id).where(and_(R.c.plan_id == plan_id, R.c.final.is_(True)))
         )
-        return {int(a): int(e) for a, e in rows}
+        for (action_id,) in rows:
+            yield int(action_id)
 
 
 RESULT_COLUMNS = (
@@ -294,7 +295,7 @@ def iter_result_pages(
     from the rows (for `govern apply --format json`, which prints every result)."""
     after = -1
     while True:
-        with engine.connect() as conn:
+        with page_cache(engine), engine.connect() as conn:  # each page is read once
             rows = conn.execute(
                 select(
                     R.c.action_id,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError
 from governance.errors import CatalogError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+CACHE_KIB = 32768  # SQLite page cache per connection, for scans' and plans' random access
+READ_ONCE_CACHE_KIB = 2048  # for walks that read each page about once (see `page_cache`)
 SCHEMA_REVISION = "0007"
 """The newest migration. Opening a catalog already at it never imports Alembic (a fifth
 of every command's start-up); a test keeps this equal to Alembic's own head."""
@@ -29,8 +33,37 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA temp_store=FILE")  # staging tables must not grow memory with N
-    cur.execute("PRAGMA cache_size=-32768")
+    cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     cur.close()
+
+
+@contextlib.contextmanager
+def page_cache(engine: Engine, kib: int = READ_ONCE_CACHE_KIB) -> Iterator[None]:
+    """SQLite connections checked out meanwhile keep at most `kib` KiB of pages each (back
+    to CACHE_KIB when checked in). For walks that read each page once, such as apply's:
+    a cache as large as scans want only fills with pages read once, on every pooled
+    connection. A PRAGMA per checkout; other databases are left as they are."""
+    if engine.dialect.name != "sqlite":
+        yield
+        return
+
+    def sized(size: int) -> Callable[..., None]:
+        def set_size(dbapi_conn: Any, *_: Any) -> None:
+            if dbapi_conn is not None:
+                cur = dbapi_conn.cursor()
+                cur.execute(f"PRAGMA cache_size=-{int(size)}")
+                cur.close()
+
+        return set_size
+
+    small, default = sized(kib), sized(CACHE_KIB)
+    event.listen(engine, "checkout", small)
+    event.listen(engine, "checkin", default)
+    try:
+        yield
+    finally:
+        event.remove(engine, "checkout", small)
+        event.remove(engine, "checkin", default)
 
 
 def make_engine(url: str) -> Engine:

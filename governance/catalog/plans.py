@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.bulk import can_prebind, insert_rows
@@ -333,18 +333,19 @@ def load_plan(engine: Engine, plan_id: str) -> Plan:
     )
 
 
-def iter_actions(engine: Engine, plan_id: str, page: int = 1000) -> Iterator[PlannedAction]:
-    """A plan's actions in id order, read `page` rows at a time (keyset pagination, a short
-    read per page), so a plan of any size is walked in bounded memory."""
+def iter_actions(
+    engine: Engine, plan_id: str, page: int = 1000, *, action: str | None = None
+) -> Iterator[PlannedAction]:
+    """A plan's actions in id order (only those of type `action`, if given), read `page`
+    rows at a time (keyset pagination, a short read per page), so a plan of any size is
+    walked in bounded memory."""
     after = -1
     while True:
+        query = select(_A).where(_A.c.plan_id == plan_id, _A.c.action_id > after)
+        if action is not None:
+            query = query.where(_A.c.action == action)
         with engine.connect() as conn:
-            rows = conn.execute(
-                select(_A)
-                .where(_A.c.plan_id == plan_id, _A.c.action_id > after)
-                .order_by(_A.c.action_id)
-                .limit(page)
-            ).mappings()
+            rows = conn.execute(query.order_by(_A.c.action_id).limit(page)).mappings()
             actions = [_action_from_row(row) for row in rows.all()]  # one fetch per page
         yield from actions
         if len(actions) < page:
@@ -352,11 +353,38 @@ def iter_actions(engine: Engine, plan_id: str, page: int = 1000) -> Iterator[Pla
         after = actions[-1].id
 
 
+def action_counts(engine: Engine, plan_id: str) -> dict[str, int]:
+    """A plan's number of actions by action type (value)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(_A.c.action, func.count()).where(_A.c.plan_id == plan_id).group_by(_A.c.action)
+        )
+        return {str(kind): int(n) for kind, n in rows}
+
+
 def load_kept(engine: Engine, plan_id: str) -> list[KeptArtifact]:
     """A plan's kept artifacts in saved order."""
     with engine.connect() as conn:
         rows = conn.execute(select(_K).where(_K.c.plan_id == plan_id).order_by(_K.c.seq)).mappings()
         return [_kept_from_row(row) for row in rows]
+
+
+def iter_kept(engine: Engine, plan_id: str, page: int = 1000) -> Iterator[KeptArtifact]:
+    """`load_kept` a page at a time (keyset pagination), in bounded memory."""
+    after = -1
+    while True:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                select(_K)
+                .where(_K.c.plan_id == plan_id, _K.c.seq > after)
+                .order_by(_K.c.seq)
+                .limit(page)
+            ).mappings()
+            found = [(int(row["seq"]), _kept_from_row(row)) for row in rows.all()]
+        yield from (k for _, k in found)
+        if len(found) < page:
+            return
+        after = found[-1][0]
 
 
 def load_plan_header(engine: Engine, plan_id: str) -> PlanHeader:
