@@ -9,6 +9,10 @@ Two streaming passes over the sorted listing, so memory is bounded by the larges
    arrives. Runs may nest (a detected run holding template runs): open runs form a stack.
    Objects outside every run are grouped by top-level folder (root-level files in chunks).
 
+Pass one matters only to keys no layout template matches and to tracker look-ups outside
+a group; given as a keys-only query (`first_pass`), it runs when the first of those comes,
+so a root whose templates name every run is read once (see `_Streamer`).
+
 Example::
 
     for group in classify(lambda: catalog.objects(root), ClassifyOptions(as_of=now)):
@@ -17,8 +21,13 @@ Example::
 
 from __future__ import annotations
 
+import sys
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import le, methodcaller
+from typing import Any, cast
 
 from governance.model.detectors import TRACKER_NAMES, Context
 from governance.model.detectors.base import basename
@@ -96,30 +105,42 @@ def _find_runs(keys: Iterable[str], options: ClassifyOptions) -> tuple[RunIndex,
     # The template run the previous key matched, when every key under it matches the same
     # way (see `TemplateMatcher.match`): such keys need no other look.
     templated = "\0"
-    for key in keys:
-        if key.endswith(_TRACKER_ENDINGS) and basename(key) in TRACKER_NAMES:
-            tracker_keys.append(key)
-        if key.startswith(templated):
-            continue
-        found = matcher.match(key)
-        if found is not None:
-            index.templates.setdefault(found[0], found[1])
-            templated = matcher.stable_prefix() or "\0"
-            continue
-        unit = unit_of_checkpoint(key, upward_only=key.startswith(last_unit))
-        if unit is None:
-            continue
-        if unit.endswith("/"):
-            last_unit = unit
-        run = run_for_unit(unit)
-        if run is not None:
-            candidates.add(run)
+    iterator = iter(keys)
+    while chunk := list(islice(iterator, _CHUNK)):
+        tracker_keys += [k for k in filter(_TRACKER_ENDING, chunk) if basename(k) in TRACKER_NAMES]
+        # Sorted (as the stream is), the keys under `templated` are the ones before the
+        # first key not below its upper bound: skipped in one search.
+        ordered = all(map(le, chunk, islice(chunk, 1, None)))
+        i, n = 0, len(chunk)
+        while i < n:
+            key = chunk[i]
+            i += 1
+            if key.startswith(templated):
+                if ordered and templated[-1] != _LAST_CHAR:
+                    i = bisect_left(chunk, templated[:-1] + chr(ord(templated[-1]) + 1), i)
+                continue
+            found = matcher.match(key)
+            if found is not None:
+                index.templates.setdefault(found[0], found[1])
+                templated = matcher.stable_prefix() or "\0"
+                continue
+            unit = unit_of_checkpoint(key, upward_only=key.startswith(last_unit))
+            if unit is None:
+                continue
+            if unit.endswith("/"):
+                last_unit = unit
+            run = run_for_unit(unit)
+            if run is not None:
+                candidates.add(run)
     index.detected = outermost(candidates)
     return index, tracker_keys
 
 
 _TRACKER_ENDINGS = (*TRACKER_NAMES, *(name + "/" for name in TRACKER_NAMES))
 """What a tracker key ends with (`basename` ignores a trailing '/'): a cheap first test."""
+_TRACKER_ENDING = methodcaller("endswith", _TRACKER_ENDINGS)
+_CHUNK = 4096
+_LAST_CHAR = chr(sys.maxunicode)
 
 
 @dataclass(slots=True)
@@ -130,12 +151,30 @@ class _Open:
 
 
 class _Streamer:
-    """Pass two: assign each object to its run and yield groups as runs close."""
+    """Pass two: assign each object to its run and yield groups as runs close.
+
+    Pass one's index matters to a key only when no layout template matches it (detected
+    runs), or when a unit looks up a tracker file outside its group. While every key so far
+    is templated, the stack holds template runs alone and the groups are the same with
+    any index (a template run's attributes come from its prefix: the index's copy is the
+    same; detected runs are only ever opened by untemplated keys): so pass one, when it
+    is given as `pending`, runs at the first untemplated key or the first such look-up,
+    and never for a root whose templates name every run.
+    """
 
     def __init__(
-        self, index: RunIndex, options: ClassifyOptions, read_meta: MetaReader | None
+        self,
+        index: RunIndex,
+        options: ClassifyOptions,
+        read_meta: MetaReader | None,
+        pending: Callable[[], RunIndex] | None = None,
     ) -> None:
         self.index = index
+        # Pass one, when it has not run yet (see `classify`): `index` is empty until then.
+        self._pending = pending
+        self.trackers: Mapping[str, CatalogObject] = (
+            index.trackers if pending is None else _Trackers(self)
+        )
         self.options = options
         self.read_meta = read_meta
         self.matcher = TemplateMatcher(options.run_templates)
@@ -145,20 +184,27 @@ class _Streamer:
         self.root_files: list[CatalogObject] = []
         self._last_found: str | None = None
 
+    def run_pass_one(self) -> RunIndex:
+        """The whole index, running pass one now if it has not run."""
+        if self._pending is not None:
+            self.index = self._pending()
+            self._pending = None
+        return self.index
+
     def _run_of(self, key: str) -> tuple[str, Mapping[str, str]] | None:
         found = self.matcher.match(key)
         if found is not None:
             return found[0], self.index.templates.get(found[0], found[1])
-        run = detected_run_of(key, self.index.detected)
+        run = detected_run_of(key, self.run_pass_one().detected)
         return (run, {}) if run is not None else None
 
     def _group(self, objs: list[CatalogObject], run: _Open | None) -> Group:
         arts = classify_group(
-            objs, run.key if run else None, self.options, self.read_meta, self.index.trackers
+            objs, run.key if run else None, self.options, self.read_meta, self.trackers
         )
         if run is None:
             return Group(None, arts)
-        ctx = Context(self.options, self.read_meta, {}, self.index.trackers)
+        ctx = Context(self.options, self.read_meta, {}, self.trackers)
         return Group(build_run(run.key, run.attributes, objs, arts, ctx), arts)
 
     def _flush_outside(self) -> Iterator[Group]:
@@ -226,6 +272,39 @@ class _Streamer:
             yield self._group(files, None)
 
 
+class _Trackers(Mapping[str, CatalogObject]):
+    """A streamer's tracker files (`RunIndex.trackers`), running pass one when one is
+    looked up before it ran: only keys named like a tracker can be one."""
+
+    __slots__ = ("_streamer",)
+
+    def __init__(self, streamer: _Streamer) -> None:
+        self._streamer = streamer
+
+    def _index(self) -> dict[str, CatalogObject]:
+        return self._streamer.run_pass_one().trackers
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self._streamer._pending is not None and basename(key) not in TRACKER_NAMES:
+            return default
+        return self._index().get(key, default)
+
+    def __getitem__(self, key: str) -> CatalogObject:
+        found = self.get(key, _MISSING)
+        if found is _MISSING:
+            raise KeyError(key)
+        return cast(CatalogObject, found)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index())
+
+    def __len__(self) -> int:
+        return len(self._index())
+
+
+_MISSING = object()
+
+
 def classify(
     objects: Callable[[], Iterable[CatalogObject]],
     options: ClassifyOptions,
@@ -241,10 +320,14 @@ def classify(
     metrics come only from names.
 
     `first_pass`, when given, returns pass one's index instead of `find_runs(objects())`
-    (e.g. `find_runs_by_keys` over a keys-only query); `objects` is then called once.
+    (e.g. `find_runs_by_keys` over a keys-only query); `objects` is then called once, and
+    `first_pass` only when the index is needed (see `_Streamer`): not at all when layout
+    templates name the run of every key and no unit looks up a tracker outside its group.
     """
-    index = first_pass() if first_pass is not None else find_runs(objects(), options)
-    streamer = _Streamer(index, options, read_meta)
+    if first_pass is None:
+        streamer = _Streamer(find_runs(objects(), options), options, read_meta)
+    else:
+        streamer = _Streamer(RunIndex(), options, read_meta, pending=first_pass)
     feed = streamer.feed
     stack = streamer.stack
     fast = "\0"  # keys under this prefix go to the innermost open run as they are

@@ -78,7 +78,10 @@ class Dispatch:
             if len(self._segments) >= _MAX_NAMES:
                 self._segments.clear()
             self._segments[seg] = seg_mask
-        mask = self.folder_mask(up, keep=True) | seg_mask
+        up_mask = self._folders.get(up)  # usually kept: the folder's siblings asked for it
+        if up_mask is None:
+            up_mask = self.folder_mask(up, keep=True)
+        mask = up_mask | seg_mask
         if keep:
             if len(self._folders) >= _MAX_NAMES:
                 self._folders.clear()

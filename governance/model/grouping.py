@@ -61,13 +61,19 @@ def _judge(art: Artifact, options: ClassifyOptions) -> None:
     grace period is residue (the reason stays), inside it an in-flight checkpoint."""
     if art.kind not in _JUDGED:
         return
+    if art.complete:  # the usual case: no empty file, no partial file
+        for o in art.objects:
+            if not o.size or o.key.endswith(TMP_SUFFIXES):
+                break
+        else:
+            return
     problems = []
     weights = Component.WEIGHTS
     empty: str | None = None
     partial: str | None = None
-    for m in art.members:  # the first zero-byte weight file, the first partial file
-        o = m.obj
-        if empty is None and o.size == 0 and m.component is weights:
+    # the first zero-byte weight file, the first partial file
+    for o, role in zip(art.objects, art.roles, strict=True):
+        if empty is None and o.size == 0 and role is weights:
             empty = o.key
         if partial is None and o.key.endswith(TMP_SUFFIXES):
             partial = o.key
@@ -99,32 +105,34 @@ def classify_group(
 ) -> list[Artifact]:
     """Artifacts of one group, sorted by key; `objs` sorted by key."""
     out: list[Artifact] = []
-    live: list[CatalogObject] = []
+    if any(map(_UPLOAD_ID, objs)):  # an incomplete multipart upload is residue of its own
+        out += [upload_artifact(o) for o in objs if o.upload_id]
+        live = [o for o in objs if not o.upload_id]
+    else:
+        live = objs if isinstance(objs, list) else list(objs)
     roots: dict[str, int] = {}
-    shallow: list[tuple[CatalogObject, int, Claim] | None] = []
+    # A key's own (shallow) claim, by its index in `live`, when it made one.
+    shallow: dict[int, tuple[CatalogObject, int, Claim]] = {}
     # Live objects come folder by folder: (index in `live` where a folder starts, folder).
     folders: list[tuple[int, str]] = []
     dispatch = _DISPATCH
     folder_mask = dispatch.folder_mask
     name_masks = dispatch._names
     name_mask = dispatch.name_mask
+    candidate_sets = dispatch._sets
     of_mask = dispatch.of_mask
     looking_up = dispatch.looking_up
     shallow_only = dispatch.shallow_only
     folder = "\0"
     in_folder = 0
     inside = "\0"  # the outermost folder the last fully examined key claimed
-    for o in objs:
-        if o.upload_id:
-            out.append(upload_artifact(o))
-            continue
+    for k, o in enumerate(live):
         key = o.key
         cut = key.rfind("/") + 1
         if key[:cut] != folder:
             folder = key[:cut]
             in_folder = folder_mask(folder)
-            folders.append((len(live), folder))
-        live.append(o)
+            folders.append((k, folder))
         name = key[cut:]
         mask = name_masks.get(name)
         if mask is None:
@@ -137,12 +145,14 @@ def classify_group(
                     c = claim(key)
                     if c is not None and c.deep and (c.unit not in roots or i < roots[c.unit]):
                         roots[c.unit] = i
-            shallow.append(None)
             continue
         first: tuple[CatalogObject, int, Claim] | None = None
         outer = ""
         owned = False  # a folder holding the key is a root: its shallow claims go unused
-        for i, claim in of_mask(mask):
+        candidates = candidate_sets.get(mask)
+        if candidates is None:
+            candidates = of_mask(mask)
+        for i, claim in candidates:
             if owned and shallow_only >> i & 1:
                 continue
             c = claim(key)
@@ -161,7 +171,8 @@ def classify_group(
                 first = (o, i, c)
         if outer:
             inside = outer
-        shallow.append(first)
+        if first is not None:
+            shallow[k] = first
 
     units: dict[str, list[CatalogObject]] = {}
     owner: dict[str, int] = dict(roots)
@@ -182,7 +193,7 @@ def classify_group(
                 members.extend(live[begin:end])
             continue
         for k in range(begin, end):
-            claimed = shallow[k]
+            claimed = shallow.get(k)
             if claimed is None:
                 loose.append(live[k])
                 continue
@@ -199,14 +210,7 @@ def classify_group(
             units.setdefault(o.key, []).append(o)
             owner[o.key] = i
 
-    ctx = Context(options, read_meta, _KeyIndex(live), trackers)
-    registry = REGISTRY
-    for unit, members in units.items():
-        if not _in_key_order(members):  # they come in key order from `objs`: almost always
-            members.sort(key=_KEY)
-        art = registry[owner[unit]].build(unit, members, ctx)
-        _judge(art, options)
-        out.append(art)
+    out += _build_units(units, owner, Context(options, read_meta, _KeyIndex(live), trackers))
     out.extend(_loose(o, options) for o in loose)
     for art in out:
         art.run = run_key
@@ -215,8 +219,37 @@ def classify_group(
     return out
 
 
+def _build_units(
+    units: dict[str, list[CatalogObject]], owner: Mapping[str, int], ctx: Context
+) -> list[Artifact]:
+    """The judged artifacts of `units` (unit -> its objects), in the same order: each
+    detector builds all of its units in one call (`Detector.build_all`)."""
+    batches: dict[int, list[tuple[str, list[CatalogObject]]]] = {}
+    for unit, members in units.items():
+        if not _in_key_order(members):  # they come in key order from `objs`: almost always
+            members.sort(key=_KEY)
+        found = batches.get(owner[unit])
+        if found is None:
+            found = batches[owner[unit]] = []
+        found.append((unit, members))
+    if len(batches) == 1:
+        [(index, batch)] = batches.items()
+        arts = REGISTRY[index].build_all(batch, ctx)
+    else:  # back into the order of `units`
+        built: dict[str, Artifact] = {}
+        for index, batch in batches.items():
+            made = REGISTRY[index].build_all(batch, ctx)
+            built.update(zip([unit for unit, _ in batch], made, strict=True))
+        arts = [built[unit] for unit in units]
+    options = ctx.options
+    for art in arts:
+        if art.kind in _JUDGED:
+            _judge(art, options)
+    return arts
+
+
 def _art_order(a: Artifact) -> tuple[str, str, str]:
-    return (a.key, a.layout, a.members[0].obj.upload_id)
+    return (a.key, a.layout, a.objects[0].upload_id)
 
 
 def _in_art_order(arts: list[Artifact]) -> bool:
@@ -231,6 +264,7 @@ def _in_art_order(arts: list[Artifact]) -> bool:
 
 
 _KEY = attrgetter("key")
+_UPLOAD_ID = attrgetter("upload_id")
 
 
 def _in_key_order(objs: list[CatalogObject]) -> bool:

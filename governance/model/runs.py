@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 
 from governance.model.detectors import REGISTRY, RUN_DETECTORS, Context
 from governance.model.detectors.base import basename, parent
@@ -29,6 +30,7 @@ FINAL_NAMES = frozenset(
 )
 CHECKPOINT_LAYOUTS = frozenset(d.layout for d in RUN_DETECTORS)
 _RESIDUE = REGISTRY[0]
+_LAST_MODIFIED = attrgetter("last_modified")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -192,7 +194,8 @@ def _status(
         return RunStatus.FAILED, f"failed marker {newest_failed.key}"
     if newest_done:
         return RunStatus.COMPLETED, f"completed marker {newest_done.key}"
-    final = [a for a in artifacts if _is_final_weights(key, a)]
+    weights = Kind.WEIGHTS  # (what `_is_final_weights` looks at first, asked here in a loop)
+    final = [a for a in artifacts if a.kind is weights and _is_final_weights(key, a)]
     if final:
         return RunStatus.COMPLETED, f"final weights at {final[0].key}"
     if not any(
@@ -213,9 +216,9 @@ def _best_checkpoint(artifacts: list[Artifact], ctx: Context) -> str | None:
     for a in artifacts:
         if a.layout == "hf" and a.kind is Kind.CHECKPOINT:
             state_key = a.key + "trainer_state.json"
-            for m in a.members:
-                if m.obj.key == state_key:
-                    states[a.key] = m.obj
+            for o in a.objects:
+                if o.key == state_key:
+                    states[a.key] = o
     if not states:
         return None
     newest = max((a for a in artifacts if a.key in states), key=lambda a: (a.step or 0, a.key))
@@ -246,7 +249,7 @@ def build_run(
     ctx: Context,
 ) -> Run:
     """The run record for one buffered run: status with evidence, last write, best checkpoint."""
-    last_write = max(o.last_modified for o in objs)
+    last_write = max(map(_LAST_MODIFIED, objs))
     age = _age((ctx.options.as_of - last_write).total_seconds())
     status, reason = _status(key, objs, artifacts, ctx, last_write, age)
     return Run(

@@ -13,10 +13,11 @@ sizeable share of a plan. They keep equality and hashing by value; nothing mutat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 
 class Kind(StrEnum):
@@ -63,7 +64,7 @@ class CatalogObject:
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class Member:
-    """An object inside an artifact, with its role."""
+    """An object inside an artifact, with its role (`Artifact.members`)."""
 
     obj: CatalogObject
     component: Component
@@ -71,12 +72,19 @@ class Member:
 
 @dataclass(slots=True)
 class Artifact:
-    """A unit rules act on. `key` is a directory prefix ending in '/' or a single file key."""
+    """A unit rules act on. `key` is a directory prefix ending in '/' or a single file key.
+
+    Its objects and their roles are two parallel sequences, not a `Member` per object: an
+    artifact is built for every checkpoint of a root, and most readers want the objects
+    alone. A layout's roles are the same tuple for unit after unit (detectors memoise it),
+    so a checkpoint costs one object here whatever its size. `members` pairs them up.
+    """
 
     key: str
     kind: Kind
     layout: str
-    members: list[Member]
+    objects: list[CatalogObject]
+    roles: tuple[Component, ...]  # roles[i] is the component of objects[i]
     run: str | None = None
     step: int | None = None
     complete: bool = True
@@ -85,30 +93,44 @@ class Artifact:
     strippable: bool = False
     note: str = ""
 
+    @classmethod
+    def of_members(
+        cls, key: str, kind: Kind, layout: str, members: Iterable[Member], **fields: Any
+    ) -> Artifact:
+        """An artifact from (object, component) pairs; `fields` are the other fields."""
+        pairs = list(members)
+        objects = [m.obj for m in pairs]
+        return cls(key, kind, layout, objects, tuple(m.component for m in pairs), **fields)
+
+    @property
+    def members(self) -> list[Member]:
+        """Each object with its component (a new list: the artifact holds no `Member`)."""
+        return [Member(o, c) for o, c in zip(self.objects, self.roles, strict=True)]
+
     @property
     def bytes(self) -> int:
-        return sum([m.obj.size for m in self.members])
+        return sum([o.size for o in self.objects])
 
     @property
     def object_count(self) -> int:
-        return len(self.members)
+        return len(self.objects)
 
     @property
     def last_modified(self) -> datetime:
-        """The newest write among the members (asked for often: one list, no generator)."""
-        members = self.members
-        if len(members) == 1:
-            return members[0].obj.last_modified
-        if len(members) == 2:
-            first, second = members[0].obj.last_modified, members[1].obj.last_modified
+        """The newest write among the objects (asked for often: one list, no generator)."""
+        objects = self.objects
+        if len(objects) == 1:
+            return objects[0].last_modified
+        if len(objects) == 2:
+            first, second = objects[0].last_modified, objects[1].last_modified
             return second if second > first else first  # max(): the first of equals
-        return max([m.obj.last_modified for m in members])
+        return max([o.last_modified for o in objects])
 
     def components(self) -> dict[str, int]:
         """Bytes per component."""
         out: dict[str, int] = {}
-        for m in self.members:
-            out[m.component.value] = out.get(m.component.value, 0) + m.obj.size
+        for o, c in zip(self.objects, self.roles, strict=True):
+            out[c.value] = out.get(c.value, 0) + o.size
         return out
 
 

@@ -22,22 +22,22 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
+from itertools import islice, pairwise
+from operator import le, lt
 from typing import Any
 
 from governance.model.types import Group
 from governance.plan.costs import GB
 from governance.plan.decide import Decider
 from governance.plan.fingerprint import fingerprint
-from governance.plan.limits import deleted_bytes, refusal
+from governance.plan.limits import refusal
+from governance.plan.totals import Totals, summarize
 from governance.plan.types import (
     ActionType,
     KeptArtifact,
     Plan,
     PlannedAction,
     PlanStatus,
-    PlanSummary,
-    RuleSummary,
 )
 from governance.policy.models import Policy
 
@@ -51,7 +51,8 @@ class RootSnapshot:
 
     url: str  # normalized root URL ending in '/', e.g. "s3://b/" or "file:///data/"
     scan_id: int
-    total_bytes: int  # live bytes of the root (for max_delete_fraction)
+    total_bytes: int | None  # live bytes of the root (for max_delete_fraction); None: the
+    # bytes of the objects `groups` streams (every live object lands in one artifact)
     supports_storage_classes: bool  # False on filesystems: class changes are not applicable
     groups: Iterable[Group]  # the root's classification, streamed run by run
 
@@ -65,66 +66,45 @@ def _kept_sort_key(k: KeptArtifact) -> tuple[str, str]:
 
 
 def _in_plan_order(actions: list[PlannedAction]) -> bool:
-    """Whether sorting by `_action_sort_key` (stable) would leave `actions` as they are.
+    """Whether sorting by `_action_sort_key` (stable) would leave `actions` as they are."""
+    return all(_follows(a, b) for a, b in pairwise(actions))
+
+
+def _continues(actions: list[PlannedAction], start: int, new: list[PlannedAction]) -> bool:
+    """Whether `actions`, in plan order before `start`, still are with `new` (= `actions[
+    start:]`, one group's): a group's actions are on one root, so URIs that increase
+    strictly settle it (compared in C); only a tie (strip and archive of one artifact)
+    needs the full sort key."""
+    if start and not _follows(actions[start - 1], new[0]):
+        return False
+    uris = [a.artifact.uri for a in new]
+    if all(map(lt, uris, islice(uris, 1, None))):
+        return True
+    return all(map(_follows, new, islice(new, 1, None)))
+
+
+def _kept_continues(kept: list[KeptArtifact], start: int) -> bool:
+    """`_continues` for the kept list (sorted by `_kept_sort_key`, stable)."""
+    if start and _kept_sort_key(kept[start - 1]) > _kept_sort_key(kept[start]):
+        return False
+    uris = [k.artifact.uri for k in islice(kept, start, None)]
+    if all(map(le, uris, islice(uris, 1, None))):
+        return True
+    keys = [_kept_sort_key(k) for k in islice(kept, start, None)]
+    return all(map(le, keys, islice(keys, 1, None)))
+
+
+def _follows(a: PlannedAction, b: PlannedAction) -> bool:
+    """Whether `b` may come right after `a` in plan order (`_action_sort_key`, stable).
 
     Groups arrive in key order almost always, so their actions do too: comparing
     neighbours (by artifact URI first, the sort key only on a tie of root and URI) is
     cheaper than building a key per action and sorting.
     """
-    for a, b in pairwise(actions):
-        x, y = a.artifact, b.artifact
-        if x.root_url == y.root_url and x.uri < y.uri:
-            continue
-        if _action_sort_key(a) > _action_sort_key(b):
-            return False
-    return True
-
-
-def summarize(
-    actions: Iterable[PlannedAction], storage_cost_usd: float | None = None
-) -> PlanSummary:
-    """Totals and per-rule totals; archive by copy counts as archived, not deleted.
-
-    With `storage_cost_usd` (the roots' whole monthly bill) the monthly costs are the
-    roots' bill before and after the plan; without it, only the acted-on objects' share.
-    Counts and bytes are integers (any order gives the same totals); the costs are summed
-    action by action in the given order, as floats must be for the same result.
-    """
-    per_rule: dict[str, list[int]] = {}  # actions, objects, deleted, transitioned, archived
-    early = request = before = after = 0.0
-    transition, archive = ActionType.TRANSITION, ActionType.ARCHIVE
-    for a in actions:
-        counts = per_rule.get(a.rule)
-        if counts is None:
-            counts = per_rule[a.rule] = [0, 0, 0, 0, 0]
-        objects = a.objects
-        counts[0] += 1
-        counts[1] += len(objects)
-        size = sum([o.size for o in objects])
-        kind = a.action
-        counts[3 if kind is transition else 4 if kind is archive else 2] += size
-        early += a.early_deletion_usd
-        request += a.request_cost_usd
-        before += a.monthly_cost_before_usd
-        after += a.monthly_cost_after_usd
-    summary = PlanSummary(
-        early_deletion_usd=early,
-        request_cost_usd=request,
-        monthly_cost_before_usd=before,
-        monthly_cost_after_usd=after,
-    )
-    for rule, counts in per_rule.items():
-        summary.by_rule[rule] = RuleSummary(*counts)
-        summary.actions += counts[0]
-        summary.objects += counts[1]
-        summary.bytes_deleted += counts[2]
-        summary.bytes_transitioned += counts[3]
-        summary.bytes_archived += counts[4]
-    if storage_cost_usd is not None:
-        saved = summary.monthly_cost_before_usd - summary.monthly_cost_after_usd
-        summary.monthly_cost_before_usd = storage_cost_usd
-        summary.monthly_cost_after_usd = max(storage_cost_usd - saved, 0.0)
-    return summary
+    x, y = a.artifact, b.artifact
+    if x.root_url == y.root_url and x.uri < y.uri:
+        return True
+    return _action_sort_key(a) <= _action_sort_key(b)
 
 
 def policy_controls(policy: Policy) -> dict[str, Any]:
@@ -182,12 +162,17 @@ def _no_settle() -> None:
     return None
 
 
-def _tally_classes(group: Group, class_bytes: Counter[str]) -> None:
-    """Add the group's bytes per storage class (an empty class is STANDARD) to the tally."""
+def _tally_classes(group: Group, class_bytes: dict[str, int]) -> int:
+    """Add the group's bytes per storage class (an empty class is STANDARD) to the tally;
+    returns the group's bytes."""
+    total = 0
     for art in group.artifacts:
-        for m in art.members:
-            o = m.obj
-            class_bytes[o.storage_class or "STANDARD"] += o.size
+        for o in art.objects:
+            size = o.size
+            total += size
+            cls = o.storage_class or "STANDARD"
+            class_bytes[cls] = class_bytes.get(cls, 0) + size
+    return total
 
 
 def _build(
@@ -205,30 +190,42 @@ def _build(
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
     not_applicable: Counter[tuple[str, str, str]] = Counter()
-    class_bytes: Counter[str] = Counter()  # integers: the bill must not depend on input order
+    class_bytes: dict[str, int] = {}  # integers: the bill must not depend on input order
+    running = Totals()  # the summary, valid while the actions stay in the order added
+    in_order = kept_in_order = True
     for root in roots:
         scans[root.url] = root.scan_id
-        totals[root.url] = root.total_bytes
         removed = deleted.setdefault(root.url, 0)
+        live = 0
         decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
         for group in root.groups:
-            _tally_classes(group, class_bytes)
+            live += _tally_classes(group, class_bytes)
             result = decider.decide(group)
+            start, kept_start = len(actions), len(kept)
             for d in result.decisions:
-                for a in d.actions:
-                    actions.append(a)
-                    removed += deleted_bytes(a)
+                if d.actions:
+                    actions += d.actions
                 if d.kept is not None:
                     kept.append(d.kept)
+            if len(actions) > start:
+                new = actions[start:]
+                in_order = in_order and _continues(actions, start, new)
+                for i, a in enumerate(new, start + 1):
+                    a.id = i
+                removed += running.add(new)
+            if kept_in_order and len(kept) > kept_start:
+                kept_in_order = _kept_continues(kept, kept_start)
             for rule, what in result.not_applicable:
                 not_applicable[(root.url, rule, what)] += 1
             settle()
         deleted[root.url] = removed
-    if not _in_plan_order(actions):
+        totals[root.url] = live if root.total_bytes is None else root.total_bytes
+    if not in_order:
         actions.sort(key=_action_sort_key)
-    for i, a in enumerate(actions, start=1):
-        a.id = i
-    kept.sort(key=_kept_sort_key)
+        for i, a in enumerate(actions, start=1):
+            a.id = i
+    if not kept_in_order:
+        kept.sort(key=_kept_sort_key)
     notes = [
         f"root {root}: {what} (rule {rule}) is not applicable, the root has no storage "
         f"classes; {n} artifact(s) left as they are"
@@ -255,7 +252,7 @@ def _build(
         scans=scans,
         actions=actions,
         kept=kept,
-        summary=summarize(actions, storage_cost),
+        summary=running.summary(storage_cost) if in_order else summarize(actions, storage_cost),
         refusal=refused,
         notes=notes,
         controls=policy_controls(policy),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from governance.plan.selectors import storage_class_of
 from governance.plan.types import ActionType, ObjectRef, PlannedAction
@@ -99,30 +100,28 @@ class Rates:
     """A policy's figures per storage class name, looked up once per name for a whole plan:
     the planner prices every object it acts on, and names are few.
 
-    `price` is `policy.price`; `early` is what `early_charge_usd` needs besides the object
-    (the class's minimum days, None outside `MIN_DAYS`, and its price).
+    `row` is what `apply_costs` needs of a class: `policy.price` of the name, the minimum
+    days of the class (None outside `MIN_DAYS`) and the price `early_charge_usd` uses.
     """
 
-    __slots__ = ("_early", "_policy", "_price")
+    __slots__ = ("_policy", "rows")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
-        self._price: dict[str | None, float] = {}
-        self._early: dict[str | None, tuple[int | None, float]] = {}
+        self.rows: dict[str | None, tuple[float, int | None, float]] = {}
 
     def price(self, storage_class: str | None) -> float:
-        found = self._price.get(storage_class)
-        if found is None:
-            found = self._price[storage_class] = self._policy.price(storage_class)
-        return found
+        return self.row(storage_class)[0]
 
-    def early(self, storage_class: str | None) -> tuple[int | None, float]:
-        found = self._early.get(storage_class)
+    def row(self, storage_class: str | None) -> tuple[float, int | None, float]:
+        found = self.rows.get(storage_class)
         if found is None:
             cls = storage_class_of(storage_class)
             minimum = MIN_DAYS.get(cls)
-            price = self._policy.price(cls) if minimum is not None else 0.0
-            found = self._early[storage_class] = (minimum, price)
+            early = self._policy.price(cls) if minimum is not None else 0.0
+            found = (self._policy.price(storage_class), minimum, early)
+            if len(self.rows) < 256:  # class names are few; never grow without bound
+                self.rows[storage_class] = found
         return found
 
 
@@ -137,37 +136,66 @@ def apply_costs(
     floats), with the prices of `rates` (one per plan).
     """
     r = rates if rates is not None else Rates(policy)
-    objs = action.objects
+    (
+        action.early_deletion_usd,
+        action.request_cost_usd,
+        action.monthly_cost_before_usd,
+        action.monthly_cost_after_usd,
+    ) = action_costs(action.objects, action.action, action.storage_class, action.dest_url, as_of, r)
+
+
+def action_costs(
+    objs: Sequence[Priced],
+    kind: ActionType,
+    storage_class: str | None,
+    dest_url: str | None,
+    as_of: datetime,
+    rates: Rates,
+) -> tuple[float, float, float, float]:
+    """`apply_costs` of an action of `kind` on `objs` (in the action's order), before the
+    action is made: (early deletion, request, monthly before, monthly after) in USD."""
+    rows = rates.rows
     before: float = 0
     early: float = 0
     for o in objs:
-        before += o.size / GB * r.price(o.storage_class)
-        minimum, price = r.early(o.storage_class)
+        sc = o.storage_class
+        row = rows.get(sc) or rates.row(sc)
+        before += o.size / GB * row[0]
+        minimum = row[1]
         if minimum is None:
             early += 0.0
         else:
             days_in = (as_of - o.last_modified).total_seconds() / 86_400
             remaining = max(minimum - days_in, 0.0)
-            early += o.size / GB * price * remaining / DAYS_PER_MONTH
-    action.monthly_cost_before_usd = before
-    kind = action.action
-    if kind in _MOVING and action.dest_url is None:
-        target = action.storage_class
-        action.monthly_cost_after_usd = _in_class(objs, r, target)
-        action.request_cost_usd = len(objs) / 1000 * TRANSITION_USD_PER_1000.get(target or "", 0.0)
+            early += o.size / GB * row[2] * remaining / DAYS_PER_MONTH
+    if kind in _MOVING and dest_url is None:
+        after = _in_class(objs, rates, storage_class)
+        request = len(objs) / 1000 * TRANSITION_USD_PER_1000.get(storage_class or "", 0.0)
     elif kind is ActionType.ARCHIVE:
         # the copy lands in the destination's default class; the source side is removed
-        action.monthly_cost_after_usd = _in_class(objs, r, "STANDARD")
-        action.request_cost_usd = len(objs) / 1000 * COPY_USD_PER_1000
+        after = _in_class(objs, rates, "STANDARD")
+        request = len(objs) / 1000 * COPY_USD_PER_1000
     else:
-        action.monthly_cost_after_usd = 0.0
-    action.early_deletion_usd = early
+        after = 0.0
+        request = 0.0
+    return early, request, before, after
+
+
+class Priced(Protocol):
+    """What pricing needs of an object (an `ObjectRef`, or the catalog object it is made of)."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def storage_class(self) -> str | None: ...
+    @property
+    def last_modified(self) -> datetime: ...
 
 
 _MOVING = (ActionType.TRANSITION, ActionType.ARCHIVE)
 
 
-def _in_class(objects: Sequence[ObjectRef], rates: Rates, target: str | None) -> float:
+def _in_class(objects: Sequence[Priced], rates: Rates, target: str | None) -> float:
     """`monthly_usd(objects, policy, target)` with the prices of `rates`."""
     if target:
         each = rates.price(target)

@@ -31,12 +31,11 @@ from governance.model.types import (
     Component,
     Group,
     Kind,
-    Member,
     Run,
     RunStatus,
 )
 from governance.plan import tiers as tiering
-from governance.plan.costs import MIN_TRANSITION_BYTES, Rates, apply_costs, coldness
+from governance.plan.costs import MIN_TRANSITION_BYTES, Rates, action_costs, coldness
 from governance.plan.protect import Protector, shielded_from_expiry
 from governance.plan.selectors import (
     Subject,
@@ -68,20 +67,43 @@ _CLASSES: dict[str | None, str | None] = {None: None}
 """Storage class names the plan holds, one string each (every row brings its own copy)."""
 
 
-@dataclass(slots=True)
 class Decision:
-    """What the plan does with one artifact, and (when traced) how it got there."""
+    """What the plan does with one artifact, and (when traced) how it got there.
 
-    artifact: Artifact
-    ref: ArtifactRef
-    subject: Subject
-    protected_by: str | None = None
+    One is made for every artifact of a root, so it sets only what every artifact has; the
+    rest are class defaults until set (`actions` and the trace lists are replaced, never
+    appended to), and the selectors' `Subject` is made when one is asked for.
+    """
+
     rule: str | None = None
-    actions: list[PlannedAction] = field(default_factory=list)
+    actions: Sequence[PlannedAction] = ()
     kept: KeptArtifact | None = None
     reason: str = ""
-    rules_considered: list[tuple[str, str]] = field(default_factory=list)
-    tiers: list[tuple[str, str]] = field(default_factory=list)
+    rules_considered: Sequence[tuple[str, str]] = ()
+    tiers: Sequence[tuple[str, str]] = ()
+    _subject: Subject | None = None
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        ref: ArtifactRef,
+        run: Run | None,
+        age: timedelta,
+        protected_by: str | None = None,
+    ) -> None:
+        self.artifact = artifact
+        self.ref = ref
+        self.run = run
+        self.age = age  # `as_of` minus the artifact's newest write
+        self.protected_by = protected_by
+
+    @property
+    def subject(self) -> Subject:
+        """The artifact as selectors see it (made on first use)."""
+        s = self._subject
+        if s is None:
+            s = self._subject = Subject(self.artifact, self.run, self.ref.uri, self.age)
+        return s
 
     @property
     def decision(self) -> str:
@@ -138,16 +160,16 @@ def _action(
     rule: str,
     tier: str | None,
     kind: ActionType,
-    members: Sequence[Member],
+    objs: list[CatalogObject],
     reason: str,
     *,
     storage_class: str | None = None,
     dest_url: str | None = None,
 ) -> PlannedAction:
-    root_url = ctx.root_url
-    objs = [m.obj for m in members]
+    """Add to `d` the action of `kind` on `objs` (sorted as the plan lists objects)."""
     if len(objs) > 1 and not _in_object_order(objs):
-        objs.sort(key=_OBJ_ORDER)
+        objs = sorted(objs, key=_OBJ_ORDER)
+    root_url = ctx.root_url
     classes = _CLASSES
     objects = [
         ObjectRef(
@@ -163,11 +185,26 @@ def _action(
         )
         for o in objs
     ]
-    action = PlannedAction(
-        0, rule, tier, kind, kind in _DESTRUCTIVE, d.ref, objects, reason, storage_class, dest_url
+    early, request, before, after = action_costs(
+        objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates
     )
-    apply_costs(action, ctx.policy, ctx.as_of, ctx.rates)
-    d.actions.append(action)
+    action = PlannedAction(
+        0,
+        rule,
+        tier,
+        kind,
+        kind in _DESTRUCTIVE,
+        d.ref,
+        objects,
+        reason,
+        storage_class,
+        dest_url,
+        early,
+        request,
+        before,
+        after,
+    )
+    d.actions = [*d.actions, action] if d.actions else [action]
     d.reason = d.reason or reason
     return action
 
@@ -190,23 +227,23 @@ def _in_object_order(objs: list[CatalogObject]) -> bool:
     return True
 
 
-def _movable(members: Sequence[Member], target: str) -> tuple[list[Member], list[str]]:
-    """Members to move to `target` (down the waterfall only), and why the others stay."""
+def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObject], list[str]]:
+    """Objects to move to `target` (down the waterfall only), and why the others stay."""
     goal = coldness(target)
     assert goal is not None
     minimum = MIN_TRANSITION_BYTES.get(target, 0)
-    move: list[Member] = []
+    move: list[CatalogObject] = []
     small = colder = unknown = 0
-    for m in members:
-        here = coldness(m.obj.storage_class)
-        if m.obj.upload_id or here is None:
+    for o in objects:
+        here = coldness(o.storage_class)
+        if o.upload_id or here is None:
             unknown += 1
         elif here >= goal:
             colder += 1
-        elif m.obj.size < minimum:
+        elif o.size < minimum:
             small += 1
         else:
-            move.append(m)
+            move.append(o)
     stays: list[str] = []
     if colder:
         stays.append(f"{colder} object(s) already in {target} or colder")
@@ -221,7 +258,7 @@ def _movable(members: Sequence[Member], target: str) -> tuple[list[Member], list
 
 
 def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -> None:
-    s, art = d.subject, d.artifact
+    age, art = d.age, d.artifact
     not_due = ""
     if rule.expire is not None:
         by_run = rule.select.run_status is not None and run is not None
@@ -229,43 +266,43 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
             assert run is not None
             elapsed = ctx.as_of - run.last_write
         else:
-            elapsed = s.age
+            elapsed = age
         if elapsed >= rule.expire.after:
-            reason = _run_text(ctx, "expired", rule) if by_run else _expiry(ctx, rule, s, True)
-            members = art.members
-            if any(m.obj.upload_id for m in members):
-                uploads = [m for m in members if m.obj.upload_id]
-                plain = [m for m in members if not m.obj.upload_id]
+            reason = _run_text(ctx, "expired", rule) if by_run else _expiry(ctx, rule, age, True)
+            objects = art.objects
+            if any(o.upload_id for o in objects):
+                uploads = [o for o in objects if o.upload_id]
+                plain = [o for o in objects if not o.upload_id]
             else:
-                uploads, plain = [], members
+                uploads, plain = [], objects
             if uploads:
                 _action(ctx, d, rule.name, None, ActionType.ABORT_UPLOAD, uploads, reason)
             if plain:
                 _action(ctx, d, rule.name, None, ActionType.DELETE, plain, reason)
             return
-        not_due = _run_text(ctx, "not expired yet", rule) if by_run else _expiry(ctx, rule, s)
+        not_due = _run_text(ctx, "not expired yet", rule) if by_run else _expiry(ctx, rule, age)
     if not rule.transition:
         d.reason = not_due
         return
-    due = [step for step in rule.transition if s.age >= step.after]
+    due = [step for step in rule.transition if age >= step.after]
     if not due:
         first = rule.transition[0]
         d.reason = "; ".join(
-            filter(None, [f"no transition due: {human_age(s.age)} old, rule {rule.name} "
+            filter(None, [f"no transition due: {human_age(age)} old, rule {rule.name} "
                           f"moves it after {format_duration(first.after)}", not_due])
         )  # fmt: skip
         return
     step = due[-1]
     target = step.storage_class.value
     head = (
-        f"transition to {target}: {human_age(s.age)} old, rule {rule.name} moves it to "
+        f"transition to {target}: {human_age(age)} old, rule {rule.name} moves it to "
         f"{target} after {format_duration(step.after)}"
     )
     if not ctx.classes:
         ctx.not_applicable.append((rule.name, f"transition to {target}"))
         d.reason = f"{head}, but the root has no storage classes: not applicable"
         return
-    move, stays = _movable(art.members, target)
+    move, stays = _movable(art.objects, target)
     reason = "; ".join([head, *stays])
     if move:
         _action(ctx, d, rule.name, None, ActionType.TRANSITION, move, reason, storage_class=target)
@@ -273,12 +310,12 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
         d.reason = f"nothing to move: {reason}"
 
 
-def _expiry(ctx: _Ctx, rule: Rule, s: Subject, expired: bool = False) -> str:
+def _expiry(ctx: _Ctx, rule: Rule, age: timedelta, expired: bool = False) -> str:
     """Whether (and why) the artifact expires by its own age: 'expired: ...' or 'not
     expired yet: ...'."""
     assert rule.expire is not None
     head = "expired" if expired else "not expired yet"
-    what = f"last written {human_age(s.age)} ago"
+    what = f"last written {human_age(age)} ago"
     return (
         f"{head}: {what}, rule {rule.name} expires after {ctx.decider.duration(rule.expire.after)}"
     )
@@ -304,13 +341,14 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
     """Keep a checkpoint the way its first selecting tier says: whole, stripped, archived."""
     art = d.artifact
     notes: list[str] = []
-    remaining: list[Member] = list(art.members)
-    drop: list[Member] = []
+    objects, roles = art.objects, art.roles
+    remaining: list[CatalogObject] = list(objects)
+    drop: list[CatalogObject] = []
     how = KeptHow.WHOLE
     if tier.strips:
         assert tier.keep_components is not None
         keep = set(tier.keep_components)
-        unwanted = [m for m in art.members if m.component not in keep]
+        unwanted = [o for o, c in zip(objects, roles, strict=True) if c not in keep]
         if not art.strippable:  # one Lightning .ckpt, one DCP shard set: state is inside
             notes.append(
                 "kept whole: it cannot be stripped (optimizer state is not in separate files)"
@@ -319,14 +357,14 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             notes.append("kept whole (it has no other components)")
         else:
             drop = unwanted
-            remaining = [m for m in art.members if m.component in keep]
-            present = {m.component for m in drop}
+            remaining = [o for o, c in zip(objects, roles, strict=True) if c in keep]
+            present = {c for c in roles if c not in keep}
             dropped = [c.value for c in Component if c in present]
             notes.append(f"{', '.join(dropped)} dropped")
             how = KeptHow.STRIPPED
     else:
         notes.append("kept whole")
-    archiving: tuple[ActionType, list[Member], str | None, str | None] | None = None
+    archiving: tuple[ActionType, list[CatalogObject], str | None, str | None] | None = None
     if tier.archive is not None:
         if tier.archive.url is not None:
             dest = tier.archive.url + art.key
@@ -347,14 +385,14 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
     if drop:
         _action(ctx, d, rule.name, tier.name, ActionType.STRIP, drop, reason)
     if archiving is not None:
-        kind, members, cls, dest_url = archiving
+        kind, moved, cls, dest_url = archiving
         _action(
             ctx,
             d,
             rule.name,
             tier.name,
             kind,
-            members,
+            moved,
             reason,
             storage_class=cls,
             dest_url=dest_url,
@@ -375,21 +413,24 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     )
     names = ", ".join(t.name for t in rule.tiers)
     chosen, traced = outcome.picks, outcome.trace
+    otherwise = rule.otherwise
+    unkept = ctx.decider.unkept
     for d in members:
-        picks = chosen.get(d.artifact.key, _NONE)
+        art = d.artifact
+        picks = chosen.get(art.key, _NONE)
         if traced:
-            d.tiers = traced.get(d.artifact.key, [])
+            d.tiers = traced.get(art.key, [])
         if d.protected_by is not None:
             counted = f"; counted by the {rule.tiers[picks[0][0]].name} tier" if picks else ""
             d.keep(rule.name, None, KeptHow.PROTECTED, f"protected: {d.protected_by}{counted}")
         elif picks:
             index, why = picks[0]
             _keep_by_tier(ctx, d, rule, rule.tiers[index], why)
-        elif rule.otherwise == "delete":
-            reason = ctx.decider.unkept(rule, d.artifact, names, "delete")
-            _action(ctx, d, rule.name, None, ActionType.DELETE, d.artifact.members, reason)
+        elif otherwise == "delete":
+            reason = unkept(rule, art, names, "delete")
+            _action(ctx, d, rule.name, None, ActionType.DELETE, art.objects, reason)
         else:
-            reason = ctx.decider.unkept(rule, d.artifact, names, "keep")
+            reason = unkept(rule, art, names, "keep")
             d.keep(rule.name, None, KeptHow.RULE_KEEPS, reason)
 
 
@@ -402,19 +443,17 @@ def _deletes(d: Decision) -> bool:
 
 
 def _guard_newest(
-    decisions: list[Decision], run: Run | None, when: tiering.Written | None = None
+    complete: list[Decision], run: Run | None, when: tiering.Written | None = None
 ) -> None:
-    """Invariant 1: never delete the newest complete checkpoint of a live run."""
+    """Invariant 1: never delete the newest complete checkpoint of a live run (`complete`:
+    the decisions of the group's complete checkpoints)."""
     if run is not None and run.status in _DEAD:
         return
-    complete = [
-        d.artifact for d in decisions if d.artifact.kind is Kind.CHECKPOINT and d.artifact.complete
-    ]
-    top = tiering.newest(complete, when)
+    top = tiering.newest([d.artifact for d in complete], when)
     if top is None:
         return
-    d = next(x for x in decisions if x.artifact is top)
-    if not any(a.action is ActionType.DELETE for a in d.actions):
+    d = next(x for x in complete if x.artifact is top)
+    if not _deletes(d):
         return
     instead = d.actions[0].reason
     d.actions = [a for a in d.actions if a.action is not ActionType.DELETE]
@@ -491,6 +530,7 @@ class Decider:
         protector = self.protector
         run_name = run.name if run is not None else None
         decisions: list[Decision] = []
+        complete: list[Decision] = []  # the complete checkpoints' decisions, in order
         tier_members: dict[int, list[Decision]] = {}
         written = ctx.written
         owners = ctx.owners
@@ -499,21 +539,25 @@ class Decider:
             kind = art.kind
             uri = root_url + art.key
             written[id(art)] = last_modified = art.last_modified
-            s = Subject(art, run, uri, as_of - last_modified)
+            age = as_of - last_modified
             ref = ArtifactRef(
                 uri, _KIND_NAME[kind], run_name if run is not None else art.run, art.step, root_url
             )
-            d = Decision(art, ref, s, protector(s))
+            d = Decision(art, ref, run, age, protector(art, uri, age))
             decisions.append(d)
             if trace:
                 owner, owner_index, skipped = _owner_traced(ctx, d, shield)
             else:
-                owner, owner_index, skipped = owners.get(kind) or self._owner(ctx, kind, s, shield)
+                owner, owner_index, skipped = owners.get(kind) or self._owner(ctx, kind, d, shield)
             d.rule = owner.name if owner is not None else None
-            if kind is checkpoint and not art.complete:  # in flight
-                why = art.completeness_reason or art.note or "incomplete"
-                d.keep(d.rule, None, KeptHow.IN_FLIGHT, f"in flight: incomplete checkpoint ({why})")
-            elif owner is not None and owner.tiers is not None:
+            if kind is checkpoint:
+                if not art.complete:  # in flight
+                    why = art.completeness_reason or art.note or "incomplete"
+                    reason = f"in flight: incomplete checkpoint ({why})"
+                    d.keep(d.rule, None, KeptHow.IN_FLIGHT, reason)
+                    continue
+                complete.append(d)
+            if owner is not None and owner.tiers is not None:
                 tier_members.setdefault(owner_index, []).append(d)
             elif d.protected_by is not None:
                 d.keep(d.rule, None, KeptHow.PROTECTED, f"protected: {d.protected_by}")
@@ -526,15 +570,15 @@ class Decider:
                 _expire_or_transition(ctx, d, owner, run)
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
-        _guard_newest(decisions, run, written)
-        for d in decisions:
-            if d.kept is None and d.artifact.kind is checkpoint and not _deletes(d):
+        _guard_newest(complete, run, written)
+        for d in complete:  # every other checkpoint is kept in flight already
+            if d.kept is None and not (d.actions and _deletes(d)):
                 how = KeptHow.NO_RULE if d.rule is None else KeptHow.RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
         return GroupResult(decisions, ctx.not_applicable)
 
     def _owner(
-        self, ctx: _Ctx, kind: Kind, s: Subject, shield: str | None
+        self, ctx: _Ctx, kind: Kind, d: Decision, shield: str | None
     ) -> tuple[Rule | None, int, bool]:
         """`_owner_traced` without the trace: a rule owns the artifact when its selector
         matches: its kinds, the run's answer for the group, then `mismatch` only for
@@ -553,7 +597,7 @@ class Decider:
                 continue
             if looks:
                 by_kind = False
-                if mismatch(rule.select, s) is not None:
+                if mismatch(rule.select, d.subject) is not None:
                     continue
             if not tiered and shield is not None:
                 skipped = True
@@ -585,21 +629,21 @@ def _owner_traced(ctx: _Ctx, d: Decision, shield: str | None) -> tuple[Rule | No
     with every rule considered recorded on the decision."""
     skipped = False
     rules = ctx.policy.rules
+    considered: list[tuple[str, str]] = []
+    d.rules_considered = considered
     for i, rule in enumerate(rules):
         if rule.tiers is not None and d.artifact.kind is not Kind.CHECKPOINT:
-            d.rules_considered.append((rule.name, "not matched: tiers apply to checkpoints only"))
+            considered.append((rule.name, "not matched: tiers apply to checkpoints only"))
             continue
         why = mismatch(rule.select, d.subject)
         if why is not None:
-            d.rules_considered.append((rule.name, f"not matched: {why}"))
+            considered.append((rule.name, f"not matched: {why}"))
             continue
         if rule.tiers is None and shield is not None:
             skipped = True
-            d.rules_considered.append((rule.name, f"matched but skipped: {shield}"))
+            considered.append((rule.name, f"matched but skipped: {shield}"))
             continue
-        d.rules_considered.append((rule.name, f"matched ({describe(rule.select)}): owns it"))
-        d.rules_considered += [
-            (r.name, "not reached: an earlier rule owns it") for r in rules[i + 1 :]
-        ]
+        considered.append((rule.name, f"matched ({describe(rule.select)}): owns it"))
+        considered += [(r.name, "not reached: an earlier rule owns it") for r in rules[i + 1 :]]
         return rule, i, skipped
     return None, -1, skipped

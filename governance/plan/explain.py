@@ -41,7 +41,7 @@ def _holds(art: Artifact, key: str) -> bool:
     if art.key == key or art.key.rstrip("/") == key.rstrip("/"):
         return True
     if art.key.endswith("/") and key.startswith(art.key):
-        return any(m.obj.key == key for m in art.members)
+        return any(o.key == key for o in art.objects)
     return False
 
 
@@ -78,8 +78,8 @@ def explain(
                 complete=target.complete,
                 protected_by=d.protected_by,
                 rule=d.rule,
-                rules_considered=d.rules_considered,
-                tiers=d.tiers,
+                rules_considered=list(d.rules_considered),
+                tiers=list(d.tiers),
                 decision=d.decision,
                 reason=d.reason or (d.kept.reason if d.kept is not None else ""),
             )

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 from json.encoder import (
     encode_basestring,
     encode_basestring_ascii,
 )
+from operator import le
+from typing import Any
 
 from governance.plan.types import KeptArtifact, ObjectRef, PlannedAction
 
@@ -43,20 +46,53 @@ def _s(enc: _Enc, value: str | None) -> str:
 def _action_text(a: PlannedAction, enc: _Enc) -> str:
     """One action's document (keys in sorted order: action, artifact, dest_url, objects,
     rule, storage_class, tier), as json.dumps with sort_keys and compact separators."""
-    rows = a.objects
-    if len(rows) > 1 and not _in_object_order(rows):
-        rows = sorted(rows, key=_object_order)
-    objects = ",".join(
-        [
-            f"[{enc(o.uri)},{o.size!r},{enc(o.etag)},"
-            f"{'null' if o.version_id is None else enc(o.version_id)}]"
-            for o in rows
-        ]
-    )
-    return (
-        f'{{"action":{enc(a.action._value_)},"artifact":{enc(a.artifact.uri)},'
-        f'"dest_url":{_s(enc, a.dest_url)},"objects":[{objects}]{_tail(enc, a)}'
-    )
+    return _action_texts([a], enc)[0]
+
+
+def _action_texts(actions: Sequence[PlannedAction], enc: _Enc) -> list[str]:
+    """`_action_text` of each action, in one loop (a plan renders hundreds of thousands).
+
+    JSON escapes a string character by character, so an object URI under its artifact's
+    URI is written as the artifact's (written anyway) and the rest, whose text repeats
+    artifact after artifact (`model_states.pt`) and is looked up.
+    """
+    out: list[str] = []
+    tails = _TAILS
+    rests = _RESTS.setdefault(enc, {})
+    if len(rests) >= _MEMO_LIMIT:
+        rests.clear()
+    for a in actions:
+        rows = a.objects
+        if len(rows) == 2:  # (`_in_object_order` inline, for the commonest size)
+            x, y = rows
+            if y.uri < x.uri or (y.uri == x.uri and (y.version_id or "") < (x.version_id or "")):
+                rows = [y, x]
+        elif len(rows) > 2 and not _in_object_order(rows):
+            rows = sorted(rows, key=_object_order)
+        art = a.artifact.uri
+        art_text = enc(art)
+        head = art_text[:-1]
+        n = len(art)
+        parts = []
+        for o in rows:
+            uri = o.uri
+            if uri.startswith(art):
+                rest = rests.get(uri[n:])
+                if rest is None:
+                    rest = rests[uri[n:]] = enc(uri[n:])[1:]
+                uri_text = head + rest
+            else:
+                uri_text = enc(uri)
+            v = o.version_id
+            parts.append(f"[{uri_text},{o.size!r},{enc(o.etag)},{'null' if v is None else enc(v)}]")
+        tail = tails.get((enc, a.rule, a.storage_class, a.tier)) or _tail(enc, a)
+        dest = a.dest_url
+        out.append(
+            f'{{"action":{enc(a.action._value_)},"artifact":{art_text},'
+            f'"dest_url":{"null" if dest is None else enc(dest)},"objects":[{",".join(parts)}]'
+            f"{tail}"
+        )
+    return out
 
 
 def _tail(enc: _Enc, a: PlannedAction) -> str:
@@ -76,6 +112,10 @@ def _tail(enc: _Enc, a: PlannedAction) -> str:
 
 
 _TAILS: dict[tuple[_Enc, str, str | None, str | None], str] = {}
+_RESTS: dict[_Enc, dict[str, str]] = {}
+"""By encoder: the written form, without its opening quote, of object URIs' parts under
+their artifact."""
+_MEMO_LIMIT = 65_536
 
 
 def _object_order(o: ObjectRef) -> tuple[str, str]:
@@ -100,6 +140,10 @@ def _kept_text(k: KeptArtifact, enc: _Enc) -> str:
         f'{{"artifact":{enc(k.artifact.uri)},"how":{enc(k.how.value)},'
         f'"rule":{_s(enc, k.rule)},"tier":{_s(enc, k.tier)}}}'
     )
+
+
+def _kept_texts(kept: Sequence[KeptArtifact], enc: _Enc) -> list[str]:
+    return [_kept_text(k, enc) for k in kept]
 
 
 def _sorted_texts(texts: list[tuple[str, str | None]]) -> list[str]:
@@ -128,9 +172,9 @@ def fingerprint(actions: Sequence[PlannedAction], kept: Sequence[KeptArtifact]) 
     """
     h = hashlib.sha256()
     h.update(b'{"actions":[')
-    h = _section(h, _by_action_type(actions), actions, _action_text)  # type: ignore[arg-type]
+    h = _section(h, _by_action_type(actions), actions, _action_texts)
     h.update(b'],"kept":[')
-    h = _section(h, kept, kept, _kept_text)  # type: ignore[arg-type]
+    h = _section(h, kept, kept, _kept_texts)
     h.update(b'],"version":1}')
     return "sha256:" + h.hexdigest()
 
@@ -153,9 +197,9 @@ def _type_name(kind: object) -> str:
 
 def _section(
     h: hashlib._Hash,
-    likely: Iterable[object],
+    likely: Sequence[object],
     items: Sequence[object],
-    render: Callable[[object, _Enc], str],
+    render: Callable[[Sequence[Any], _Enc], list[str]],
 ) -> hashlib._Hash:
     """`h` fed the documents of `items` in canonical order (a new hash object): streamed
     in the order `likely` when it is canonical, else sorted."""
@@ -163,33 +207,39 @@ def _section(
     if _feed_if_sorted(streamed, likely, render):
         return streamed
     h = h.copy()
-    _feed(h, _docs(items, render))
+    _feed(h, _docs(items, lambda item, enc: render([item], enc)[0]))
     return h
 
 
 def _feed_if_sorted(
-    h: hashlib._Hash, items: Iterable[object], render: Callable[[object, _Enc], str]
+    h: hashlib._Hash, items: Sequence[object], render: Callable[[Sequence[Any], _Enc], list[str]]
 ) -> bool:
     """Feed the documents of `items` in the given order, as `_feed` would the sorted
-    list; False (h then holds a part) as soon as one sorts before the one fed last."""
+    list; False (h then holds a part) as soon as one sorts before the one fed last.
+
+    Documents are rendered a chunk at a time; whether a chunk is in order, and whether
+    any of its documents is written differently without ASCII escapes, is asked of the
+    whole chunk (in C) before looking at documents one by one."""
     previous = ""
-    chunk: list[str] = []
-    first = True
-    for item in items:
-        key = render(item, _ASCII)
-        if key < previous:
+    for start in range(0, len(items), _CHUNK):
+        chunk = items[start : start + _CHUNK]
+        texts = render(chunk, _ASCII)
+        if texts[0] < previous or not all(map(le, texts, islice(texts, 1, None))):
             return False
-        previous = key
-        chunk.append(key if "\\u" not in key else render(item, _UTF8))
-        if len(chunk) >= 4096:
-            text = ",".join(chunk)
-            h.update((text if first else "," + text).encode("utf-8"))
-            first = False
-            chunk = []
-    if chunk:
-        text = ",".join(chunk)
-        h.update((text if first else "," + text).encode("utf-8"))
+        previous = texts[-1]
+        text = ",".join(texts)
+        if "\\u" in text:
+            # Only non-ASCII text (or a backslash-u sequence, harmlessly) is written
+            # differently without ASCII escapes: render the canonical form again then.
+            for i, key in enumerate(texts):
+                if "\\u" in key:
+                    texts[i] = render([chunk[i]], _UTF8)[0]
+            text = ",".join(texts)
+        h.update((text if not start else "," + text).encode("utf-8"))
     return True
+
+
+_CHUNK = 4096
 
 
 def _feed(h: hashlib._Hash, docs: list[str], chunk: int = 4096) -> None:

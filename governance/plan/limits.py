@@ -14,14 +14,15 @@ from governance.plan.types import ActionType, PlannedAction
 from governance.policy.models import Safety
 from governance.policy.units import format_bytes
 
-_REMOVING = frozenset(
+REMOVING = frozenset(
     {ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD}
 )
+"""Action types that remove their objects from the root (and archive by copy, see below)."""
 
 
 def deleted_bytes(action: PlannedAction) -> int:
     """The bytes this action removes from its root (0 for transitions and in-place archive)."""
-    if action.action in _REMOVING:
+    if action.action in REMOVING:
         return action.bytes
     if action.action is ActionType.ARCHIVE and action.dest_url is not None:
         return action.bytes

@@ -8,10 +8,10 @@ rules; tiers still thin them (see `shielded_from_expiry`).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from governance.model.types import CatalogObject, Run
-from governance.plan.selectors import Subject, human_age, tags_match
+from governance.model.types import Artifact, CatalogObject, Run
+from governance.plan.selectors import human_age, tags_match
 from governance.policy.models import Protect
 from governance.policy.select import glob_match
 from governance.policy.units import format_duration
@@ -33,36 +33,36 @@ def lock_reason(obj: CatalogObject, as_of: datetime) -> str | None:
     return None
 
 
-def protection(protect: Protect, s: Subject, as_of: datetime) -> str | None:
-    """The reason `s` is protected (one sentence), or None."""
-    if s.age < protect.min_age:
+def protection(
+    protect: Protect, art: Artifact, uri: str, age: timedelta, as_of: datetime
+) -> str | None:
+    """The reason the artifact (at `uri`, `age` old) is protected (one sentence), or None."""
+    if age < protect.min_age:
         return (
-            f"last written {human_age(s.age)} ago, inside protect.min_age "
+            f"last written {human_age(age)} ago, inside protect.min_age "
             f"{format_duration(protect.min_age)}"
         )
-    members = s.artifact.members
+    objects = art.objects
     if protect.tags:
         # an object without tags matches no protected tag: look at tagged objects only
-        tagged = [m for m in members if m.obj.tags]
+        tagged = [o for o in objects if o.tags]
         if tagged:
             for key, value in sorted(protect.tags.items()):
-                for m in tagged:
-                    if tags_match({key: value}, dict(m.obj.tags or {})):
-                        return (
-                            f"object {m.obj.key} has protected tag {key}={(m.obj.tags or {})[key]}"
-                        )
+                for o in tagged:
+                    if tags_match({key: value}, dict(o.tags or {})):
+                        return f"object {o.key} has protected tag {key}={(o.tags or {})[key]}"
     if protect.paths:
-        prefix = s.uri[: len(s.uri) - len(s.artifact.key)]
-        patterns = [p for p in protect.paths if _may_match(p, prefix, s.uri)]
+        prefix = uri[: len(uri) - len(art.key)]
+        patterns = [p for p in protect.paths if _may_match(p, prefix, uri)]
         if patterns:
-            candidates = [s.uri, s.uri.rstrip("/")]
-            candidates += [prefix + m.obj.key for m in members]
+            candidates = [uri, uri.rstrip("/")]
+            candidates += [prefix + o.key for o in objects]
             for pattern in patterns:
                 if any(glob_match(pattern, c) for c in candidates):
                     return f"under protected path {pattern}"
-    if _LOCK_FIELDS or any(type(m.obj) is not CatalogObject for m in members):
-        for m in members:
-            locked = lock_reason(m.obj, as_of)
+    if _LOCK_FIELDS or any(type(o) is not CatalogObject for o in objects):
+        for o in objects:
+            locked = lock_reason(o, as_of)
             if locked is not None:
                 return locked
     return None
@@ -121,17 +121,16 @@ class Protector:
             under = any(_may_match_under(p, root_url) for p in protect.paths)
             self._paths = True if under else None
 
-    def __call__(self, s: Subject) -> str | None:
-        """The reason `s` (an artifact of this root) is protected, or None."""
-        if s.age < self._protect.min_age or self._paths or self._locks:
-            return protection(self._protect, s, self._as_of)
-        if self._paths is None and not s.uri.rstrip("/").startswith(self._root_url):
-            return protection(self._protect, s, self._as_of)  # an empty key: be exact
+    def __call__(self, art: Artifact, uri: str, age: timedelta) -> str | None:
+        """The reason the artifact (of this root, at `uri`, `age` old) is protected, or None."""
+        if age < self._protect.min_age or self._paths or self._locks:
+            return protection(self._protect, art, uri, age, self._as_of)
+        if self._paths is None and not uri.rstrip("/").startswith(self._root_url):
+            return protection(self._protect, art, uri, age, self._as_of)  # an empty key
         tags = self._tags
-        for m in s.artifact.members:
-            o = m.obj
+        for o in art.objects:
             if (tags and o.tags) or type(o) is not CatalogObject:  # tagged, or may be locked
-                return protection(self._protect, s, self._as_of)
+                return protection(self._protect, art, uri, age, self._as_of)
         return None
 
 

@@ -79,7 +79,7 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
         if value is None or not any(glob_match(g, value) for g in globs):
             return f"{key} is {value or '(unset)'}, not {'/'.join(globs)}"
     if sel.tags is not None and not any(
-        tags_match(dict(sel.tags), dict(m.obj.tags or {})) for m in art.members
+        tags_match(dict(sel.tags), dict(o.tags or {})) for o in art.objects
     ):
         return f"no object has tags {dict(sel.tags)}"
     if sel.min_size is not None or sel.max_size is not None:
@@ -92,7 +92,7 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
         return f"{human_age(s.age)} old, not older than {format_duration(sel.older_than)}"
     if sel.storage_class is not None:
         wanted_classes = {c.value for c in sel.storage_class}
-        if not any(storage_class_of(m.obj.storage_class) in wanted_classes for m in art.members):
+        if not any(storage_class_of(o.storage_class) in wanted_classes for o in art.objects):
             return f"no object in {'/'.join(sorted(wanted_classes))}"
     return None
 

@@ -14,14 +14,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from governance.catalog.derived import CachedMetaReader, classify_stream, refresh_metadata
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.roots import find_root, last_complete_scan
-from governance.catalog.tables import StoredObject
 from governance.errors import ArgumentError
 from governance.plan.build import RootSnapshot, build_plan
 from governance.storage import normalize_url
@@ -32,20 +30,8 @@ if TYPE_CHECKING:
     from governance.policy import Policy
     from governance.storage.base import Store
 
-_O = StoredObject.__table__.c  # type: ignore[attr-defined]
 _ID_ATTEMPTS = 5
 _SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file"}
-
-
-def live_bytes(engine: Engine, root_id: int) -> int:
-    """Bytes of a root's live objects: the base of `safety.max_delete_fraction`."""
-    with engine.connect() as conn:
-        total = conn.execute(
-            select(func.coalesce(func.sum(_O.size), 0)).where(
-                _O.root_id == root_id, _O.gone_scan_id.is_(None)
-            )
-        ).scalar_one()
-    return int(total)
 
 
 def root_snapshots(
@@ -88,7 +74,7 @@ def root_snapshots(
             RootSnapshot(
                 url=url,
                 scan_id=scan.id,
-                total_bytes=live_bytes(engine, root.id),
+                total_bytes=None,  # counted as the groups stream: no query of its own
                 supports_storage_classes=url.startswith("s3://"),
                 groups=groups,
             )

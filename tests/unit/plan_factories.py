@@ -99,11 +99,11 @@ def checkpoint(
         Member(obj(key + f, size, age_days, storage_class=storage_class, tags=tags), comp)
         for f, comp, size in files
     ]
-    return Artifact(
-        key=key,
-        kind=Kind.CHECKPOINT if complete or age_days <= 3 else Kind.RESIDUE,
-        layout="hf",
-        members=members,
+    return Artifact.of_members(
+        key,
+        Kind.CHECKPOINT if complete or age_days <= 3 else Kind.RESIDUE,
+        "hf",
+        members,
         run=run_key,
         step=step,
         complete=complete,
@@ -126,19 +126,13 @@ def single(
 ) -> Artifact:
     """A one-object artifact (a log, a dataset file, a temp file)."""
     o = obj(key, size, age_days, storage_class=storage_class, tags=tags)
-    return Artifact(key=key, kind=kind, layout="file", members=[Member(o, component)], run=run_key)
+    return Artifact(key, kind, "file", [o], (component,), run=run_key)
 
 
 def upload(key: str, size: int = 5 * MiB, age_days: float = 10) -> Artifact:
     """A stale multipart upload (residue with an upload id)."""
     o = obj(key, size, age_days, upload_id="upl-" + hashlib.md5(key.encode()).hexdigest()[:8])
-    return Artifact(
-        key=key,
-        kind=Kind.RESIDUE,
-        layout="multipart-upload",
-        members=[Member(o, Component.OTHER)],
-        complete=False,
-    )
+    return Artifact(key, Kind.RESIDUE, "multipart-upload", [o], (Component.OTHER,), complete=False)
 
 
 def run(

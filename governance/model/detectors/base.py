@@ -23,7 +23,6 @@ from governance.model.types import (
     ClassifyOptions,
     Component,
     Kind,
-    Member,
     MetaReader,
 )
 
@@ -143,6 +142,14 @@ class Detector:
         """The artifact for one unit; default: every member `other`, complete."""
         return artifact(unit, self.kind, self.layout, members, lambda _r: Component.OTHER)
 
+    def build_all(
+        self, units: Sequence[tuple[str, list[CatalogObject]]], ctx: Context
+    ) -> list[Artifact]:
+        """`build` of each unit, in order. Classification hands a detector all of a group's
+        units at once: a layout with many units per run may share work between them."""
+        build = self.build
+        return [build(unit, members, ctx) for unit, members in units]
+
 
 def basename(key: str) -> str:
     """Last path segment of a key (a trailing '/' is ignored)."""
@@ -209,23 +216,27 @@ def artifact(
     """Build an artifact, giving each member the component `component_of(relative key)`.
 
     `strippable` defaults to: some optimizer/scheduler/rng state is in files of its own.
-    `names`: the members' relative keys, when the caller has them already.
+    `names`: the members' relative keys, when the caller has them already. The artifact
+    takes the `members` list itself as its objects.
     """
     if names is not None:
-        ms = [Member(o, component_of(name)) for o, name in zip(members, names, strict=True)]
+        roles = tuple([component_of(name) for name in names])
+        if len(roles) != len(members):
+            raise ValueError(f"{unit}: {len(names)} names for {len(members)} objects")
     elif unit.endswith("/"):
         n = len(unit)
-        ms = [Member(o, component_of(o.key[n:])) for o in members]
+        roles = tuple([component_of(o.key[n:]) for o in members])
     else:
-        ms = [Member(o, component_of(basename(o.key))) for o in members]
+        roles = tuple([component_of(basename(o.key)) for o in members])
     if strippable is None:
-        strippable = not STATE_COMPONENTS.isdisjoint([m.component for m in ms])
+        strippable = not STATE_COMPONENTS.isdisjoint(roles)
     v = verdict or _COMPLETE
     return Artifact(
         unit,
         kind,
         layout,
-        ms,
+        members,
+        roles,
         None,
         step,
         v.complete,

@@ -11,6 +11,7 @@ folder are small metadata artifacts of their own.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 from governance.model.detectors.base import (
@@ -24,12 +25,14 @@ from governance.model.detectors.base import (
     digit_segment,
     parent,
 )
-from governance.model.types import Artifact, CatalogObject, Component, Kind, Member
+from governance.model.types import Artifact, CatalogObject, Component, Kind
 
 TRACKERS = frozenset({"latest", "latest_universal", "zero_to_fp32.py"})
 _MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
 _OPTIM = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 _TAG_STEP = re.compile(r"global_step(\d+)")
+_TAG_FOLDER = re.compile(r"(?:^|/)global_step[0-9]+(?:_universal)?/")
+"""The first `global_step<N>[_universal]/` folder of an ASCII key (`digit_segment`'s answer)."""
 
 
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
@@ -143,7 +146,11 @@ class DeepSpeedDetector(Detector):
 
     def claim(self, key: str) -> Claim | None:
         if "global_step" in key:
-            unit = digit_segment(key, "global_step", "_universal")
+            if key.isascii():  # `digit_segment` in one search: ASCII digits are all digits
+                m = _TAG_FOLDER.search(key)
+                unit = key[: m.end()] if m is not None else None
+            else:
+                unit = digit_segment(key, "global_step", "_universal")
             if unit:
                 return Claim(unit, True)  # deep
         if key.endswith("_states.pt") and ("mp_rank_" in key or "/layer_" in key):
@@ -154,37 +161,70 @@ class DeepSpeedDetector(Detector):
         return None
 
     def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
-        if not unit.endswith("/"):
-            return artifact(
-                unit,
-                Kind.OTHER,
-                self.layout,
-                members,
-                lambda _n: Component.METADATA,
-                note="DeepSpeed save-folder metadata",
+        return self.build_all([(unit, members)], ctx)[0]
+
+    def build_all(
+        self, units: Sequence[tuple[str, list[CatalogObject]]], ctx: Context
+    ) -> list[Artifact]:
+        """The artifacts of a group's units, in one loop: a save folder's tags share its
+        `latest` (read once per save folder), and their file names repeat run after run
+        (what the names decide is memoised)."""
+        out: list[Artifact] = []
+        named_of: dict[str, tuple[str, int | None]] = {}  # save folder -> what `latest` names
+        layout, checkpoint = self.layout, Kind.CHECKPOINT
+        for unit, members in units:
+            if unit[-1:] != "/":
+                out.append(
+                    artifact(
+                        unit,
+                        Kind.OTHER,
+                        layout,
+                        members,
+                        lambda _n: Component.METADATA,
+                        note="DeepSpeed save-folder metadata",
+                    )
+                )
+                continue
+            head, sep, tag = unit.rstrip("/").rpartition("/")
+            # `basename(unit)` is `tag` unless the unit ends in '//'
+            step = _tag_step(tag if unit[-2:-1] != "/" else basename(unit))
+            n = len(unit)
+            ranks, components, strippable = _tag_files(tuple([o.key[n:] for o in members]))
+            save_dir = head + sep  # `parent(unit)`
+            latest: Verdict | None = None
+            if step is not None and not tag.endswith("_universal"):
+                # `_latest_verdict`'s usual answer, with `latest` looked up once
+                named = named_of.get(save_dir)
+                if named is None:
+                    named = _tracker_tag(save_dir + "latest", ctx)
+                    if named is not None:  # an unread file is asked again, as before
+                        named_of[save_dir] = named
+                if named is not None:
+                    text, named_step = named
+                    if text != tag and named_step is not None and named_step >= step:
+                        latest = _later("latest", text)
+            if latest is None:
+                latest = _latest_verdict(save_dir, tag, step, ctx)
+            complete, reason = _combined(ranks, latest)
+            # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
+            # names=), with what a tag's file names decide memoised
+            out.append(
+                Artifact(
+                    unit,
+                    checkpoint,
+                    layout,
+                    members,
+                    components,  # one tuple per set of file names
+                    None,
+                    step,
+                    complete,
+                    reason,
+                    {},
+                    strippable,
+                    "",
+                )
             )
-        head, sep, tag = unit.rstrip("/").rpartition("/")
-        # `basename(unit)` is `tag` unless the unit ends in '//'
-        step = _tag_step(tag if unit[-2:-1] != "/" else basename(unit))
-        n = len(unit)
-        names = tuple([o.key[n:] for o in members])
-        ranks, components, strippable = _tag_files(names)
-        complete, reason = _combined(ranks, _latest_verdict(head + sep, tag, step, ctx))
-        # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
-        # names=), with what a tag's file names decide memoised
-        return Artifact(
-            unit,
-            Kind.CHECKPOINT,
-            self.layout,
-            [Member(o, c) for o, c in zip(members, components, strict=True)],
-            None,
-            step,
-            complete,
-            reason,
-            {},
-            strippable,
-            "",
-        )
+        return out
 
 
 @lru_cache(maxsize=1024)  # tag folders of one run (and of many) hold the same file names
