@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from governance.model.types import (
     Artifact,
@@ -167,7 +168,11 @@ def _action(
     dest_url: str | None = None,
 ) -> PlannedAction:
     """Add to `d` the action of `kind` on `objs` (sorted as the plan lists objects)."""
-    if len(objs) > 1 and not _in_object_order(objs):
+    if len(objs) == 2:  # (`_in_object_order` inline, for the commonest size)
+        x, y = objs
+        if y.key < x.key or (y.key == x.key and y.upload_id < x.upload_id):
+            objs = [y, x]
+    elif len(objs) > 2 and not _in_object_order(objs):
         objs = sorted(objs, key=_OBJ_ORDER)
     root_url = ctx.root_url
     classes = _CLASSES
@@ -207,6 +212,9 @@ def _action(
     d.actions = [*d.actions, action] if d.actions else [action]
     d.reason = d.reason or reason
     return action
+
+
+_UPLOAD_ID = attrgetter("upload_id")
 
 
 def _obj_order(o: CatalogObject) -> tuple[str, str]:
@@ -270,7 +278,7 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
         if elapsed >= rule.expire.after:
             reason = _run_text(ctx, "expired", rule) if by_run else _expiry(ctx, rule, age, True)
             objects = art.objects
-            if any(o.upload_id for o in objects):
+            if any(map(_UPLOAD_ID, objects)):
                 uploads = [o for o in objects if o.upload_id]
                 plain = [o for o in objects if not o.upload_id]
             else:

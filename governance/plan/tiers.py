@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from governance.model.types import Artifact, Run, RunStatus
@@ -69,14 +69,20 @@ def _bucket_range(step: int, k: int) -> str:
 
 
 def _tier_select(
-    tier: Tier, candidates: list[Artifact], run: Run | None, at: Written
+    tier: Tier,
+    candidates: list[Artifact],
+    run: Run | None,
+    at: Written,
+    ordered: list[Artifact] | None = None,
 ) -> dict[str, list[str]]:
-    """checkpoint key -> why this tier selects it (several keys: several reasons)."""
+    """checkpoint key -> why this tier selects it (several keys: several reasons).
+
+    `ordered`: the candidates newest first (by `order_key`), when the caller has them."""
     chosen: dict[str, list[str]] = {}
     if not candidates:
         return chosen
-    key = order_key(candidates, at)
-    ordered = sorted(candidates, key=key, reverse=True)
+    if ordered is None:
+        ordered = sorted(candidates, key=order_key(candidates, at), reverse=True)
     within = f" within {format_duration(tier.max_age)}" if tier.max_age is not None else ""
 
     def add(c: Artifact, why: str) -> None:
@@ -104,6 +110,7 @@ def _tier_select(
     ):
         if count is None:
             continue
+        key = order_key(candidates, at)
         by_time = sorted(candidates, key=lambda c: (at[id(c)], key(c)), reverse=True)
         seen: dict[str, Artifact] = {}
         for c in by_time:
@@ -165,13 +172,21 @@ def select(
     `Written` map, when the caller has it)."""
     out = TierOutcome()
     at = when if when is not None else written(checkpoints)
+    # With a step on every checkpoint, every tier's candidates order by step alike: sorted
+    # once, each tier's are these in that order (a stable sort keeps ties as given either way).
+    ranked: list[Artifact] | None = None
+    if len(checkpoints) > 1 and all(c.step is not None for c in checkpoints):
+        ranked = sorted(checkpoints, key=order_key(checkpoints, at), reverse=True)
     for index, tier in enumerate(tiers):
+        ordered = ranked
         if tier.max_age is None:
             candidates = list(checkpoints)
         else:
-            oldest = tier.max_age
-            candidates = [c for c in checkpoints if as_of - at[id(c)] <= oldest]
-        chosen = _tier_select(tier, candidates, run, at)
+            candidates = _within(checkpoints, at, as_of, tier.max_age)
+            if ranked is not None and len(candidates) < len(checkpoints):
+                window = {id(c) for c in candidates}
+                ordered = [c for c in ranked if id(c) in window]
+        chosen = _tier_select(tier, candidates, run, at, ordered)
         for key, whys in chosen.items():
             out.picks.setdefault(key, []).append((index, "; ".join(whys)))
         if not trace:
@@ -187,6 +202,18 @@ def select(
                 line = "not selected: " + _why_not(tier, c, run)
             out.trace.setdefault(c.key, []).append((tier.name, line))
     return out
+
+
+def _within(
+    checkpoints: Sequence[Artifact], at: Written, as_of: datetime, max_age: timedelta
+) -> list[Artifact]:
+    """The checkpoints whose age (`as_of` minus their write) is at most `max_age`: written
+    at or after the instant `max_age` before `as_of` (one subtraction, not one each)."""
+    try:
+        cutoff = as_of.astimezone(UTC) - max_age
+    except OverflowError:  # before year 1: every checkpoint is young enough
+        return [c for c in checkpoints if as_of - at[id(c)] <= max_age]
+    return [c for c in checkpoints if at[id(c)] >= cutoff]
 
 
 def _why_not(tier: Tier, c: Artifact, run: Run | None) -> str:

@@ -31,8 +31,6 @@ TRACKERS = frozenset({"latest", "latest_universal", "zero_to_fp32.py"})
 _MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
 _OPTIM = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 _TAG_STEP = re.compile(r"global_step(\d+)")
-_TAG_FOLDER = re.compile(r"(?:^|/)global_step[0-9]+(?:_universal)?/")
-"""The first `global_step<N>[_universal]/` folder of an ASCII key (`digit_segment`'s answer)."""
 
 
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
@@ -146,11 +144,7 @@ class DeepSpeedDetector(Detector):
 
     def claim(self, key: str) -> Claim | None:
         if "global_step" in key:
-            if key.isascii():  # `digit_segment` in one search: ASCII digits are all digits
-                m = _TAG_FOLDER.search(key)
-                unit = key[: m.end()] if m is not None else None
-            else:
-                unit = digit_segment(key, "global_step", "_universal")
+            unit = digit_segment(key, "global_step", "_universal")
             if unit:
                 return Claim(unit, True)  # deep
         if key.endswith("_states.pt") and ("mp_rank_" in key or "/layer_" in key):
