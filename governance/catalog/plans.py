@@ -1,9 +1,11 @@
 """Saved plans in the catalog: a header row, then actions and kept artifacts in bulk.
 
-Plans can hold hundreds of thousands of actions, so rows are written with Core
-executemany in chunks and read back with plain selects, never one ORM object per row.
-Each action's object preconditions are stored as one JSON array of compact arrays
-(`OBJECT_FIELDS` order), which keeps a million-object plan to one row per action.
+Plans can hold hundreds of thousands of actions, so rows are written in bulk, in the form
+the driver takes as it is (SQLite: multi-row INSERTs on the sqlite3 cursor; PostgreSQL:
+COPY; another driver: Core executemany in chunks), and read back with plain selects,
+never one ORM object per row. Each action's object preconditions are stored as one JSON
+array of compact arrays (`OBJECT_FIELDS` order), which keeps a million-object plan to one
+row per action.
 
     >>> new_plan_id(datetime(2026, 11, 30, 2, 15, tzinfo=UTC))[:18]
     'p-20261130-021500-'
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
@@ -22,7 +24,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from governance.catalog.bulk import can_prebind, insert_rows
+from governance.catalog.bulk import SQLITE_NULL, copy_rows, insert_rows, sqlite_insert
 from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
@@ -92,20 +94,34 @@ def save_plan(engine: Engine, plan: Plan) -> None:
     """Write a whole plan in one transaction (a half-saved plan is never visible)."""
     with engine.begin() as conn:
         conn.execute(_P.insert(), [_header_row(plan)])
-        pid = plan.plan_id
-        if _writes_json_itself(conn):
-            insert_rows(
-                conn,
-                _A,
-                _ACTION_COLUMNS,
-                (_action_values(pid, a, as_json=True) for a in plan.actions),
-                bound=("objects",),
-            )
-        else:
-            insert_rows(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
-        insert_rows(
-            conn, _K, _KEPT_COLUMNS, (_kept_values(pid, i, k) for i, k in enumerate(plan.kept))
-        )
+        write = _bulk_writer(conn)
+        if write is None:
+            _insert_with_core(conn, plan)
+            return
+        null = SQLITE_NULL if conn.dialect.name == "sqlite" else None
+        write(conn, _A.name, _ACTION_COLUMNS, _action_rows(plan, null))
+        write(conn, _K.name, _KEPT_COLUMNS, _kept_rows(plan, null))
+
+
+def _bulk_writer(conn: Connection) -> Callable[..., None] | None:
+    """How `save_plan` writes rows in the driver's form on this connection: executemany on
+    the sqlite3 cursor, psycopg's COPY, or None (another driver, or an engine with its own
+    JSON serializer, which `objects` must go through): Core binds them."""
+    dialect = conn.dialect
+    if getattr(dialect, "_json_serializer", None) is not None:
+        return None
+    if dialect.name == "sqlite" and dialect.driver == "pysqlite":
+        return sqlite_insert
+    if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        return copy_rows
+    return None
+
+
+def _insert_with_core(conn: Connection, plan: Plan) -> None:
+    """The actions and kept rows bound by Core, column type by column type (`insert_rows`)."""
+    pid = plan.plan_id
+    insert_rows(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
+    insert_rows(conn, _K, _KEPT_COLUMNS, (_kept_values(pid, i, k) for i, k in enumerate(plan.kept)))
 
 
 def set_plan_status(engine: Engine, plan_id: str, status: PlanStatus) -> None:
@@ -161,20 +177,88 @@ _ACTION_COLUMNS = (
 )
 
 
-def _action_values(plan_id: str, a: PlannedAction, *, as_json: bool = False) -> tuple[Any, ...]:
-    """One `plan_actions` row, in `_ACTION_COLUMNS` order; with `as_json`, `objects` is the
-    JSON text the column's serializer (`json.dumps`) would write (see `_objects_json`)."""
+_ACTION_VALUES: dict[str, str] = {kind: kind.value for kind in ActionType}
+_HOW_VALUES: dict[str, str] = {how: how.value for how in KeptHow}
+
+
+def _action_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
+    """Each action as a `plan_actions` row (`_ACTION_COLUMNS` order) in the form drivers
+    take as it is: `null` for NULL in the nullable columns, `destructive` as 1 or 0,
+    `objects` as its JSON text (`_objects_text`). One loop, no call per action: a plan
+    has hundreds of thousands."""
+    pid = plan.plan_id
+    kinds = _ACTION_VALUES
+    for a in plan.actions:
+        art = a.artifact
+        root = art.root_url
+        objects, size = _objects_text(a.objects, root)
+        kind = a.action
+        yield (
+            pid,
+            a.id,
+            a.rule,
+            null if (tier := a.tier) is None else tier,
+            kinds.get(kind) or ActionType(kind).value,
+            1 if a.destructive else 0,
+            art.uri,
+            art.kind,
+            null if (run := art.run) is None else run,
+            null if (step := art.step) is None else step,
+            root,
+            null if (sc := a.storage_class) is None else sc,
+            null if (dest := a.dest_url) is None else dest,
+            a.reason,
+            size,  # a.bytes
+            len(a.objects),
+            a.early_deletion_usd,
+            a.request_cost_usd,
+            a.monthly_cost_before_usd,
+            a.monthly_cost_after_usd,
+            objects,
+        )
+
+
+def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
+    """One `plan_actions` row for Core to bind (`_ACTION_COLUMNS` order; `objects` as
+    lists, for the column's serializer)."""
     art = a.artifact
-    root = art.root_url
-    objects = []
-    size = 0
+    objects = _object_lists(a.objects, art.root_url)
+    return (
+        plan_id,
+        a.id,
+        a.rule,
+        a.tier,
+        ActionType(a.action).value,
+        a.destructive,
+        art.uri,
+        art.kind,
+        art.run,
+        art.step,
+        art.root_url,
+        a.storage_class,
+        a.dest_url,
+        a.reason,
+        sum(o.size for o in a.objects),  # a.bytes
+        len(objects),
+        a.early_deletion_usd,
+        a.request_cost_usd,
+        a.monthly_cost_before_usd,
+        a.monthly_cost_after_usd,
+        objects,
+    )
+
+
+def _object_lists(objects: list[ObjectRef], root: str) -> list[list[Any]]:
+    """An action's objects as the stored compact arrays (`OBJECT_FIELDS` order)."""
+    out = []
     when: datetime | None = None
     micros = 0
-    for o in a.objects:
+    for o in objects:
         if o.last_modified is not when:  # an action's objects often share their time
             when = o.last_modified
             micros = epoch_micros(when)
-        objects.append(
+        uri = o.uri
+        out.append(
             [
                 o.key,
                 o.size,
@@ -183,67 +267,53 @@ def _action_values(plan_id: str, a: PlannedAction, *, as_json: bool = False) -> 
                 o.storage_class,
                 o.version_id,
                 o.upload_id,
-                None if o.uri == root + o.key else o.uri,
+                None if uri == root + o.key else uri,
             ]
         )
-        size += o.size
-    kind = a.action
-    return (
-        plan_id,
-        a.id,
-        a.rule,
-        a.tier,
-        kind._value_ if type(kind) is ActionType else ActionType(kind).value,
-        a.destructive,
-        art.uri,
-        art.kind,
-        art.run,
-        art.step,
-        root,
-        a.storage_class,
-        a.dest_url,
-        a.reason,
-        size,  # a.bytes
-        len(objects),
-        a.early_deletion_usd,
-        a.request_cost_usd,
-        a.monthly_cost_before_usd,
-        a.monthly_cost_after_usd,
-        _objects_json(objects) if as_json else objects,
-    )
+    return out
 
 
-def _writes_json_itself(conn: Connection) -> bool:
-    """Whether `save_plan` writes the `objects` JSON text itself: on SQLite with the
-    default serializer (`json.dumps`, no string processing), for a driver `insert_rows`
-    can hand pre-bound values to."""
-    dialect = conn.dialect
-    return (
-        dialect.name == "sqlite"
-        and getattr(dialect, "_json_serializer", None) is None
-        and can_prebind(conn)
-    )
+_TEXTS: dict[str, str] = {"": '""', "STANDARD": '"STANDARD"'}
+"""JSON text of the strings most objects share (no upload id, the default class), looked
+up instead of encoded."""
 
 
-def _objects_json(objects: list[list[Any]]) -> str:
-    """`json.dumps(objects)` for the compact object arrays (strings, integers, None), with
-    the same encoder for strings and the same separators, without building an encoder
-    per row; anything else (an integer subclass, a value of another type) goes through
+def _objects_text(objects: list[ObjectRef], root: str) -> tuple[str, int]:
+    """(`json.dumps(_object_lists(objects, root))`, the objects' total size), written in
+    one pass with the same string encoder and separators and no list per object: this is
+    most of a plan save's Python time. A value of another type than json.dumps's own
+    strings, integers and None (an integer subclass, say) sends the whole list through
     `json.dumps` itself."""
     enc = encode_basestring_ascii
+    texts = _TEXTS
     parts = []
+    size = 0
+    when: datetime | None = None
+    micros = ""
     try:
-        for key, size, etag, micros, sc, vid, upload, uri in objects:
-            if type(size) is not int or type(micros) is not int:
-                return json.dumps(objects)
+        for o in objects:
+            n = o.size
+            lm = o.last_modified
+            if type(n) is not int:
+                raise TypeError(n)
+            if lm is not when:  # an action's objects often share their time
+                when = lm
+                micros = str(epoch_micros(lm))
+            key = o.key
+            uri = o.uri
+            sc = o.storage_class
+            vid = o.version_id
+            up = o.upload_id
             parts.append(
-                f"[{enc(key)}, {size!r}, {enc(etag)}, {micros!r}, "
-                f"{'null' if sc is None else enc(sc)}, {'null' if vid is None else enc(vid)}, "
-                f"{enc(upload)}, {'null' if uri is None else enc(uri)}]"
+                f"[{enc(key)}, {n}, {enc(o.etag)}, {micros}, "
+                f"{'null' if sc is None else texts.get(sc) or enc(sc)}, "
+                f"{'null' if vid is None else enc(vid)}, {texts.get(up) or enc(up)}, "
+                f"{'null' if uri == root + key else enc(uri)}]"
             )
+            size += n
     except TypeError:
-        return json.dumps(objects)
-    return "[" + ", ".join(parts) + "]"
+        return json.dumps(_object_lists(objects, root)), sum(o.size for o in objects)
+    return "[" + ", ".join(parts) + "]", size
 
 
 _KEPT_COLUMNS = (
@@ -261,8 +331,30 @@ _KEPT_COLUMNS = (
 )
 
 
+def _kept_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
+    """Each kept artifact as a `plan_kept` row in the drivers' form (see `_action_rows`)."""
+    pid = plan.plan_id
+    hows = _HOW_VALUES
+    for seq, k in enumerate(plan.kept):
+        art = k.artifact
+        how = k.how
+        yield (
+            pid,
+            seq,
+            art.uri,
+            art.kind,
+            null if (run := art.run) is None else run,
+            null if (step := art.step) is None else step,
+            art.root_url,
+            null if (rule := k.rule) is None else rule,
+            null if (tier := k.tier) is None else tier,
+            hows.get(how) or KeptHow(how).value,
+            k.reason,
+        )
+
+
 def _kept_values(plan_id: str, seq: int, k: KeptArtifact) -> tuple[Any, ...]:
-    """One `plan_kept` row, in `_KEPT_COLUMNS` order."""
+    """One `plan_kept` row for Core to bind, in `_KEPT_COLUMNS` order."""
     art = k.artifact
     return (
         plan_id,

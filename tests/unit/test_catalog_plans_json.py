@@ -1,31 +1,74 @@
-"""The plan store writes each action's object list as JSON text itself (SQLite); the text
-must be exactly what the column's serializer, `json.dumps`, would write."""
+"""The plan store writes each action's object list as JSON text itself; the text must be
+exactly what the column's serializer, `json.dumps`, would write for the object arrays."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governance.catalog.plans import _objects_json
+from governance.catalog.plans import _object_lists, _objects_text
+from governance.plan.types import ObjectRef
+
+ROOT = "s3://b/"
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 text = st.text()  # any code point: quotes, backslashes, control characters, non-ASCII
 maybe_text = st.none() | text
-numbers = st.integers(min_value=-(2**70), max_value=2**70)
-rows = st.lists(
-    st.tuples(text, numbers, text, numbers, maybe_text, maybe_text, text, maybe_text).map(list),
-    max_size=4,
+sizes = st.integers(min_value=-(2**70), max_value=2**70)
+times = st.integers(min_value=-(10**15), max_value=10**15).map(
+    lambda us: T0 + timedelta(microseconds=us)
 )
+common = st.sampled_from(["", "STANDARD", "GLACIER"])  # the strings looked up, not encoded
 
 
-@given(rows)
-def test_objects_json_is_json_dumps(objects: list[list[Any]]) -> None:
-    assert _objects_json(objects) == json.dumps(objects)
+@st.composite
+def object_refs(draw: st.DrawFn) -> ObjectRef:
+    key = draw(text)
+    return ObjectRef(
+        uri=draw(st.just(ROOT + key) | text),  # mostly root + key, stored as null
+        key=key,
+        size=draw(sizes),
+        etag=draw(text),
+        last_modified=draw(times),
+        storage_class=draw(st.none() | common | text),
+        version_id=draw(maybe_text),
+        upload_id=draw(common | text),
+    )
 
 
-@given(rows, st.sampled_from([True, 1.5, "7"]))
-def test_other_value_types_fall_back_to_json_dumps(objects: list[list[Any]], odd: Any) -> None:
-    objects = [*objects, ["k", odd, "e", 1, None, None, "", None]]
-    assert _objects_json(objects) == json.dumps(objects)
+def _shared_times(refs: list[ObjectRef]) -> list[ObjectRef]:
+    """The same refs all at one time object (the planner's objects often share theirs)."""
+    return [
+        ObjectRef(
+            uri=r.uri,
+            key=r.key,
+            size=r.size,
+            etag=r.etag,
+            last_modified=refs[0].last_modified,
+            storage_class=r.storage_class,
+            version_id=r.version_id,
+            upload_id=r.upload_id,
+        )
+        for r in refs
+    ]
+
+
+@given(st.lists(object_refs(), max_size=4))
+def test_objects_text_is_json_dumps(refs: list[ObjectRef]) -> None:
+    for objects in (refs, _shared_times(refs)):
+        written, size = _objects_text(objects, ROOT)
+        assert written == json.dumps(_object_lists(objects, ROOT))
+        assert size == sum(o.size for o in objects)
+        assert json.loads(written) == _object_lists(objects, ROOT)
+
+
+@given(st.lists(object_refs(), max_size=3), st.sampled_from([True, 1.5]))
+def test_other_value_types_fall_back_to_json_dumps(refs: list[ObjectRef], odd: Any) -> None:
+    objects = [*refs, ObjectRef(ROOT + "k", "k", odd, "e", T0)]
+    written, size = _objects_text(objects, ROOT)
+    assert written == json.dumps(_object_lists(objects, ROOT))
+    assert size == sum(o.size for o in objects)
