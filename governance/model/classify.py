@@ -331,10 +331,17 @@ def classify(
     feed = streamer.feed
     stack = streamer.stack
     fast = "\0"  # keys under this prefix go to the innermost open run as they are
+    add: Callable[[CatalogObject], None] = _unreachable  # the innermost run's `objs.append`
     for obj in objects():
         if obj.key.startswith(fast):
-            stack[-1].objs.append(obj)
+            add(obj)
             continue
         yield from feed(obj)
         fast = streamer.fast_prefix()
+        if fast != "\0":
+            add = stack[-1].objs.append
     yield from streamer.finish()
+
+
+def _unreachable(obj: CatalogObject) -> None:
+    raise AssertionError(f"{obj.key}: no run to add it to")

@@ -123,15 +123,29 @@ def classify_group(
     of_mask = dispatch.of_mask
     looking_up = dispatch.looking_up
     shallow_only = dispatch.shallow_only
+    folder_masks = dispatch._folders
+    segment_masks = dispatch._segments
     folder = "\0"
     in_folder = 0
+    parent, parent_mask = "\0", 0  # the last folder's parent (not the root) and its mask
     inside = "\0"  # the outermost folder the last fully examined key claimed
     for k, o in enumerate(live):
         key = o.key
         cut = key.rfind("/") + 1
         if key[:cut] != folder:
             folder = key[:cut]
-            in_folder = folder_mask(folder)
+            up = folder.rfind("/", 0, cut - 1) + 1
+            seg_mask = None
+            if up == len(parent) and folder.startswith(parent):
+                # a sibling of the last folder (checkpoint after checkpoint): `folder_mask`
+                # is the parent's mask or'ed with the folder's own segment's, both known
+                seg_mask = segment_masks.get((folder[up:-1], True))
+            if seg_mask is not None:
+                in_folder = parent_mask | seg_mask
+            else:
+                in_folder = folder_mask(folder)
+                found = folder_masks.get(folder[:up]) if up else None  # kept by that call
+                parent, parent_mask = (folder[:up], found) if found is not None else ("\0", 0)
             folders.append((k, folder))
         name = key[cut:]
         mask = name_masks.get(name)

@@ -69,42 +69,31 @@ _CLASSES: dict[str | None, str | None] = {None: None}
 
 
 class Decision:
-    """What the plan does with one artifact, and (when traced) how it got there.
+    """What the plan does with one artifact (see `TracedDecision` for how it got there).
 
-    One is made for every artifact of a root, so it sets only what every artifact has; the
-    rest are class defaults until set (`actions` and the trace lists are replaced, never
-    appended to), and the selectors' `Subject` is made when one is asked for.
+    One is made for every artifact of a root: slotted, and given only what every artifact
+    has (`actions` stays a shared empty tuple until an action is added: replaced, never
+    appended to).
     """
 
-    rule: str | None = None
-    actions: Sequence[PlannedAction] = ()
-    kept: KeptArtifact | None = None
-    reason: str = ""
-    rules_considered: Sequence[tuple[str, str]] = ()
-    tiers: Sequence[tuple[str, str]] = ()
-    _subject: Subject | None = None
+    __slots__ = ("actions", "age", "artifact", "kept", "protected_by", "reason", "ref", "rule")
 
     def __init__(
         self,
         artifact: Artifact,
         ref: ArtifactRef,
-        run: Run | None,
         age: timedelta,
         protected_by: str | None = None,
+        rule: str | None = None,
     ) -> None:
         self.artifact = artifact
         self.ref = ref
-        self.run = run
         self.age = age  # `as_of` minus the artifact's newest write
         self.protected_by = protected_by
-
-    @property
-    def subject(self) -> Subject:
-        """The artifact as selectors see it (made on first use)."""
-        s = self._subject
-        if s is None:
-            s = self._subject = Subject(self.artifact, self.run, self.ref.uri, self.age)
-        return s
+        self.rule = rule
+        self.actions: Sequence[PlannedAction] = ()
+        self.kept: KeptArtifact | None = None
+        self.reason = ""
 
     @property
     def decision(self) -> str:
@@ -118,6 +107,29 @@ class Decision:
     def keep(self, rule: str | None, tier: str | None, how: KeptHow, reason: str) -> None:
         self.kept = KeptArtifact(self.ref, rule, tier, how, reason)
         self.reason = reason
+
+
+class TracedDecision(Decision):
+    """A `Decision` with the rules and tiers considered for it (`explain`)."""
+
+    __slots__ = ("rules_considered", "tiers")
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        ref: ArtifactRef,
+        age: timedelta,
+        protected_by: str | None = None,
+        rule: str | None = None,
+    ) -> None:
+        super().__init__(artifact, ref, age, protected_by, rule)
+        self.rules_considered: list[tuple[str, str]] = []
+        self.tiers: list[tuple[str, str]] = []
+
+
+def _subject(d: Decision, run: Run | None) -> Subject:
+    """The artifact of `d` as selectors see it."""
+    return Subject(d.artifact, run, d.ref.uri, d.age)
 
 
 @dataclass(slots=True)
@@ -426,7 +438,7 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     for d in members:
         art = d.artifact
         picks = chosen.get(art.key, _NONE)
-        if traced:
+        if traced and isinstance(d, TracedDecision):
             d.tiers = traced.get(art.key, [])
         if d.protected_by is not None:
             counted = f"; counted by the {rule.tiers[picks[0][0]].name} tier" if picks else ""
@@ -543,6 +555,7 @@ class Decider:
         written = ctx.written
         owners = ctx.owners
         checkpoint = Kind.CHECKPOINT
+        make = TracedDecision if trace else Decision
         for art in group.artifacts:
             kind = art.kind
             uri = root_url + art.key
@@ -551,9 +564,10 @@ class Decider:
             ref = ArtifactRef(
                 uri, _KIND_NAME[kind], run_name if run is not None else art.run, art.step, root_url
             )
-            d = Decision(art, ref, run, age, protector(art, uri, age))
+            d = make(art, ref, age, protector(art, uri, age))
             decisions.append(d)
             if trace:
+                assert isinstance(d, TracedDecision)
                 owner, owner_index, skipped = _owner_traced(ctx, d, shield)
             else:
                 owner, owner_index, skipped = owners.get(kind) or self._owner(ctx, kind, d, shield)
@@ -598,6 +612,7 @@ class Decider:
         skipped = False
         by_kind = True
         result: tuple[Rule | None, int, bool] | None = None
+        subject: Subject | None = None
         for i, rule, tiered, wanted, looks in ctx.rules:
             if (tiered and kind is not Kind.CHECKPOINT) or (
                 wanted is not None and kind not in wanted
@@ -605,7 +620,9 @@ class Decider:
                 continue
             if looks:
                 by_kind = False
-                if mismatch(rule.select, d.subject) is not None:
+                if subject is None:
+                    subject = _subject(d, ctx.run)
+                if mismatch(rule.select, subject) is not None:
                     continue
             if not tiered and shield is not None:
                 skipped = True
@@ -632,18 +649,20 @@ def decide_group(
     return Decider(policy, as_of, root_url, classes).decide(group, trace=trace)
 
 
-def _owner_traced(ctx: _Ctx, d: Decision, shield: str | None) -> tuple[Rule | None, int, bool]:
+def _owner_traced(
+    ctx: _Ctx, d: TracedDecision, shield: str | None
+) -> tuple[Rule | None, int, bool]:
     """The first rule that owns the artifact, its index, and whether a rule skipped it,
     with every rule considered recorded on the decision."""
     skipped = False
     rules = ctx.policy.rules
-    considered: list[tuple[str, str]] = []
-    d.rules_considered = considered
+    considered = d.rules_considered
+    subject = _subject(d, ctx.run)
     for i, rule in enumerate(rules):
         if rule.tiers is not None and d.artifact.kind is not Kind.CHECKPOINT:
             considered.append((rule.name, "not matched: tiers apply to checkpoints only"))
             continue
-        why = mismatch(rule.select, d.subject)
+        why = mismatch(rule.select, subject)
         if why is not None:
             considered.append((rule.name, f"not matched: {why}"))
             continue

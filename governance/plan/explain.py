@@ -14,7 +14,7 @@ from datetime import datetime
 from governance.errors import ArgumentError
 from governance.model.types import Artifact, Group
 from governance.plan.build import RootSnapshot
-from governance.plan.decide import decide_group
+from governance.plan.decide import TracedDecision, decide_group
 from governance.policy.models import Policy
 
 
@@ -68,6 +68,7 @@ def explain(
                 group, root.url, root.supports_storage_classes, policy, as_of, trace=True
             )
             d = next(x for x in result.decisions if x.artifact is target)
+            assert isinstance(d, TracedDecision)
             run = group.run
             return Explanation(
                 uri=d.ref.uri,
@@ -78,8 +79,8 @@ def explain(
                 complete=target.complete,
                 protected_by=d.protected_by,
                 rule=d.rule,
-                rules_considered=list(d.rules_considered),
-                tiers=list(d.tiers),
+                rules_considered=d.rules_considered,
+                tiers=d.tiers,
                 decision=d.decision,
                 reason=d.reason or (d.kept.reason if d.kept is not None else ""),
             )

@@ -21,10 +21,11 @@ time against the time to read the same rows from the catalog, in one run. Target
    - *read*: iterate `iter_live_objects(engine, root_id)` to the end (that builds the
      `CatalogObject`s: it is "reading the rows");
    - *classify*: `classify(lambda: iter_live_objects(...), options, None, first_pass=...)`
-     fully consumed: two passes over the catalog as planning makes them
-     (`plan.service.root_snapshots`), pass one over keys alone (`iter_live_keys` +
-     `find_runs_by_keys`, then the few tracker objects fetched by key), pass two over
-     objects;
+     fully consumed, over the catalog as planning reads it (`plan.service.root_snapshots`):
+     objects streamed once, and pass one over keys alone (`iter_live_keys` +
+     `find_runs_by_keys`, then the few tracker objects fetched by key) when it is needed:
+     at the first key no layout template matches (here the dataset shards outside runs;
+     with `--no-templates`, the first key), see `model.classify`;
    - *classify_root* (unless `--skip-root`): `classify_root`, which also writes runs and
      artifacts to the catalog (metadata read through the catalog's cache; no store);
    - *classify CPU* (with `--cpu`): classification of objects preloaded into a list, the
@@ -349,8 +350,8 @@ def run_phase(phase: str, path: Path, templates: bool) -> dict[str, Any]:
         fetch = lambda ks: [by_key[k] for k in ks if k in by_key]  # noqa: E731
 
     def first_pass() -> RunIndex:
-        # As planning does (`plan.service.root_snapshots`): pass one reads keys alone, then
-        # fetches the few tracker files it found.
+        # As planning does (`plan.service.root_snapshots`): pass one, when `classify`
+        # needs it, reads keys alone, then fetches the few tracker files it found.
         return find_runs_by_keys(keys(), options, fetch)
 
     out["baseline_rss_kib"] = _maxrss_kib()
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             reference=None,
         ),
         Row(
-            "classify (2 passes)",
+            "classify (streamed)",
             cls["seconds"],
             cls["objects"],
             cls_rss / 1024,

@@ -31,8 +31,9 @@ the catalog's."
      `CatalogObject`: "reading the rows");
    - *plan*: what `plan.service.make_plan` does with the example policy
      (`policies/retention.yaml` with its storage pointed at the root) at `AS_OF`:
-     `root_snapshots` + `build_plan` (classification streamed from the catalog, two
-     passes, then every decision), timed as *build*; then `save_plan`, timed as *save*,
+     `root_snapshots` + `build_plan` (classification streamed from the catalog, then
+     every decision; every key here is under a layout template, so classification's pass
+     one over keys is never needed: see `model.classify`), timed as *build*; then `save_plan`, timed as *save*,
      into a scratch copy of the catalog (the benchmark catalog never grows). The peak RSS
      after the build alone is reported too (`getrusage` in the child).
    Seconds are measured inside the child around the phase only (no interpreter start-up,
@@ -251,11 +252,13 @@ def _build(engine: Any, policy: Any) -> Any:
 
 def _load_policy(policy_path: Path) -> Any:
     """The policy, with the planner's modules imported (neither is timed: `make_plan`
-    gets a loaded policy)."""
+    gets a loaded policy). `normalize_url` imports fsspec on first use: done here too."""
     import governance.plan.build
     import governance.plan.service  # noqa: F401
     from governance.policy import load_policy
+    from governance.storage import normalize_url
 
+    normalize_url(ROOT_URL)
     return load_policy(policy_path)
 
 

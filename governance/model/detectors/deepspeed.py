@@ -143,10 +143,15 @@ class DeepSpeedDetector(Detector):
     suffixes = ("_states.pt", *sorted(TRACKERS))
 
     def claim(self, key: str) -> Claim | None:
-        if "global_step" in key:
+        i = key.find("global_step")
+        if i != -1:
+            # `digit_segment`'s answer when the first `global_step` folder has plain digits
+            end = key.find("/", i) if i == 0 or key[i - 1] == "/" else -1
+            if end != -1 and key[i + 11 : end].isdigit():
+                return Claim(key[: end + 1], True)  # deep
             unit = digit_segment(key, "global_step", "_universal")
             if unit:
-                return Claim(unit, True)  # deep
+                return Claim(unit, True)
         if key.endswith("_states.pt") and ("mp_rank_" in key or "/layer_" in key):
             unit = parent(key)
             return Claim(unit, True) if unit else None
