@@ -87,10 +87,11 @@ def _kept_continues(kept: list[KeptArtifact], start: int) -> bool:
     """`_continues` for the kept list (sorted by `_kept_sort_key`, stable)."""
     if start and _kept_sort_key(kept[start - 1]) > _kept_sort_key(kept[start]):
         return False
-    uris = [k.artifact.uri for k in islice(kept, start, None)]
+    new = kept[start:]  # a slice: `islice` would walk the whole list up to `start`
+    uris = [k.artifact.uri for k in new]
     if all(map(le, uris, islice(uris, 1, None))):
         return True
-    keys = [_kept_sort_key(k) for k in islice(kept, start, None)]
+    keys = [_kept_sort_key(k) for k in new]
     return all(map(le, keys, islice(keys, 1, None)))
 
 
