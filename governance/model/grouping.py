@@ -12,14 +12,15 @@ Then incomplete checkpoints older than the grace period become residue.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import pairwise
-from operator import attrgetter
-from typing import Any
+from bisect import bisect_right
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from itertools import islice, pairwise
+from operator import attrgetter, itemgetter, le, lt
+from typing import Any, cast
 
 from governance.model.detectors import REGISTRY, Context, upload_artifact
 from governance.model.detectors.base import Claim, artifact, basename
-from governance.model.detectors.residue import TMP_SUFFIXES
+from governance.model.detectors.residue import TMP_SUFFIXES, ResidueDetector
 from governance.model.dispatch import Dispatch
 from governance.model.types import (
     Artifact,
@@ -46,6 +47,25 @@ def _outermost_root(folder: str, roots: Mapping[str, int], lengths: list[int]) -
             if p in roots:
                 return p
     return None
+
+
+def _outermost_roots(
+    folders: Sequence[tuple[int, str]], roots: Mapping[str, int], lengths: list[int]
+) -> list[str | None]:
+    """`_outermost_root` of each (start, folder), in one call for a group's folders."""
+    if not lengths:
+        return [None] * len(folders)
+    found: list[str | None] = []
+    for _, folder in folders:
+        root = None
+        for length in lengths:
+            if length > len(folder):
+                break
+            if folder[length - 1] == "/" and (p := folder[:length]) in roots:
+                root = p
+                break
+        found.append(root)
+    return found
 
 
 def _loose(obj: CatalogObject, options: ClassifyOptions) -> Artifact:
@@ -103,13 +123,23 @@ def classify_group(
     read_meta: MetaReader | None,
     trackers: Mapping[str, CatalogObject],
 ) -> list[Artifact]:
-    """Artifacts of one group, sorted by key; `objs` sorted by key."""
+    """Artifacts of one group, sorted by key; `objs` sorted by key.
+
+    What one look at the whole group settles is not asked unit by unit: whether the
+    objects are in key order (a unit's objects then need no check), which units may hold
+    an empty or partial file (only those and the incomplete ones are judged), and where
+    a tracker file is (by bisection, without a map of every key)."""
     out: list[Artifact] = []
-    if any(map(_UPLOAD_ID, objs)):  # an incomplete multipart upload is residue of its own
+    uploads = [o.upload_id for o in objs]  # (a list comprehension: quicker than a map)
+    if any(uploads):  # an incomplete multipart upload is residue of its own
         out += [upload_artifact(o) for o in objs if o.upload_id]
         live = [o for o in objs if not o.upload_id]
     else:
         live = objs if isinstance(objs, list) else list(objs)
+    keys = [o.key for o in live]
+    # In key order (as the stream gives them: checked in C), a unit made of slices of
+    # `live` is in key order too, and a key is found by bisection (see `_KeyIndex`).
+    ordered = all(map(le, keys, islice(keys, 1, None)))
     roots: dict[str, int] = {}
     # A key's own (shallow) claim, by its index in `live`, when it made one.
     shallow: dict[int, tuple[CatalogObject, int, Claim]] = {}
@@ -129,11 +159,11 @@ def classify_group(
     in_folder = 0
     parent, parent_mask = "\0", 0  # the last folder's parent (not the root) and its mask
     inside = "\0"  # the outermost folder the last fully examined key claimed
-    for k, o in enumerate(live):
-        key = o.key
+    maybe_partial: list[int] = []
+    for k, key in enumerate(keys):
         cut = key.rfind("/") + 1
-        if key[:cut] != folder:
-            folder = key[:cut]
+        if (f := key[:cut]) != folder:
+            folder = f
             up = folder.rfind("/", 0, cut - 1) + 1
             seg_mask = None
             if up == len(parent) and folder.startswith(parent):
@@ -151,6 +181,8 @@ def classify_group(
         mask = name_masks.get(name)
         if mask is None:
             mask = name_mask(name)
+        if mask & _TMP_BIT:  # the name may end like a partial file
+            maybe_partial.append(k)
         mask |= in_folder
         if key.startswith(inside):
             # Already owned by a folder: only a detector looking upward can add an outer one.
@@ -174,15 +206,14 @@ def classify_group(
                 continue
             if c.deep:
                 unit = c.unit
-                prev = roots.get(unit)
-                if prev is None or i < prev:
+                if roots.setdefault(unit, i) > i:  # the earliest detector's claim
                     roots[unit] = i
                 if not outer or len(unit) < len(outer):
                     outer = unit
                 if unit[-1:] == "/" and key.startswith(unit):
                     owned = True
             elif first is None:
-                first = (o, i, c)
+                first = (live[k], i, c)
         if outer:
             inside = outer
         if first is not None:
@@ -192,13 +223,11 @@ def classify_group(
     owner: dict[str, int] = dict(roots)
     pending: list[tuple[CatalogObject, int, Claim]] = []
     loose: list[CatalogObject] = []
-    # The outermost root holding a key depends only on its folder: decided once per folder.
     folders.append((len(live), ""))
-    lengths = sorted({len(u) for u in roots if u})
-    for f in range(len(folders) - 1):
-        begin, folder = folders[f]
-        end = folders[f + 1][0]
-        root = _outermost_root(folder, roots, lengths) if roots else None
+    lengths = sorted(set(map(len, roots)) - {0})  # of the roots but ''
+    # The outermost root holding a key depends only on its folder: decided once per folder.
+    held = _outermost_roots(folders, roots, lengths)  # (and the end marker's: None)
+    for ((begin, _), (end, _)), root in zip(pairwise(folders), held, strict=False):
         if root is not None:
             members = units.get(root)
             if members is None:
@@ -215,51 +244,93 @@ def classify_group(
             _, i, c = claimed
             if not c.companion and (c.unit not in owner or i < owner[c.unit]):
                 owner[c.unit] = i
+    # The units shallow claims add to: with `live` in order, the only ones that may not be.
+    added: set[str] = set()
     for o, i, c in pending:
         if owner.get(c.unit) == i:
             units.setdefault(c.unit, []).append(o)
+            added.add(c.unit)
         elif c.companion:
             loose.append(o)
         else:
             units.setdefault(o.key, []).append(o)
             owner[o.key] = i
+            added.add(o.key)
+    # The units that may hold an empty or partial object (see `_build_units`): those
+    # shallow claims add to, and the roots holding the folder of such an object.
+    suspects = set(added)
+    bad = [k for k in maybe_partial if keys[k].endswith(TMP_SUFFIXES)]
+    bad += _positions([not o.size for o in live], True)  # empty
+    for k in bad:
+        root = held[bisect_right(folders, k, key=_BEGIN) - 1]
+        if root is not None:
+            suspects.add(root)
 
-    out += _build_units(units, owner, Context(options, read_meta, _KeyIndex(live), trackers))
+    ctx = Context(options, read_meta, _KeyIndex(live, keys if ordered else None), trackers)
+    out += _build_units(units, owner, ctx, units if not ordered else added, suspects)
     out.extend(_loose(o, options) for o in loose)
     for art in out:
         art.run = run_key
-    if not _in_art_order(out):
-        out.sort(key=_art_order)
+    _sort_arts(out)
     return out
 
 
 def _build_units(
-    units: dict[str, list[CatalogObject]], owner: Mapping[str, int], ctx: Context
+    units: dict[str, list[CatalogObject]],
+    owner: Mapping[str, int],
+    ctx: Context,
+    unordered: Collection[str],
+    suspects: Collection[str] | None = None,
 ) -> list[Artifact]:
     """The judged artifacts of `units` (unit -> its objects), in the same order: each
-    detector builds all of its units in one call (`Detector.build_all`)."""
-    batches: dict[int, list[tuple[str, list[CatalogObject]]]] = {}
-    for unit, members in units.items():
+    detector builds all of its units in one call (`Detector.build_all`).
+
+    `unordered`: the units whose objects may be out of key order (the others are in key
+    order already). `suspects`: the units that may hold an empty or partial object. Only
+    their artifacts and the incomplete ones are judged: `_judge` leaves a complete
+    artifact without such an object as it is."""
+    for unit in unordered:
+        members = units[unit]
         if not _in_key_order(members):  # they come in key order from `objs`: almost always
             members.sort(key=_KEY)
-        found = batches.get(owner[unit])
-        if found is None:
-            found = batches[owner[unit]] = []
-        found.append((unit, members))
-    if len(batches) == 1:
-        [(index, batch)] = batches.items()
-        arts = REGISTRY[index].build_all(batch, ctx)
+    indexes = set(map(owner.__getitem__, units))
+    if len(indexes) == 1:  # one detector (checkpoint after checkpoint): no batches to form
+        arts = REGISTRY[indexes.pop()].build_all(list(units.items()), ctx)
     else:  # back into the order of `units`
+        batches: dict[int, list[tuple[str, list[CatalogObject]]]] = {}
+        for unit, members in units.items():
+            found = batches.get(owner[unit])
+            if found is None:
+                found = batches[owner[unit]] = []
+            found.append((unit, members))
         built: dict[str, Artifact] = {}
         for index, batch in batches.items():
             made = REGISTRY[index].build_all(batch, ctx)
             built.update(zip([unit for unit, _ in batch], made, strict=True))
         arts = [built[unit] for unit in units]
+    if suspects is None:  # the plain way: judge every one
+        judged = arts
+    else:
+        judged = [a for a in arts if not a.complete]
+        if suspects:
+            judged += [a for u, a in zip(units, arts, strict=True) if a.complete and u in suspects]
     options = ctx.options
-    for art in arts:
+    for art in judged:
         if art.kind in _JUDGED:
             _judge(art, options)
     return arts
+
+
+def _sort_arts(arts: list[Artifact]) -> None:
+    """`arts.sort(key=_art_order)` unless `_in_art_order(arts)`: checked in C when keys
+    increase (the usual case), and sorted by key alone when no two keys are equal."""
+    keys = [a.key for a in arts]
+    if all(map(lt, keys, islice(keys, 1, None))):
+        return  # strictly increasing keys: in order
+    if len(set(keys)) == len(keys):  # no tie: the key alone decides the order
+        arts.sort(key=_KEY)
+    elif not _in_art_order(arts):
+        arts.sort(key=_art_order)
 
 
 def _art_order(a: Artifact) -> tuple[str, str, str]:
@@ -278,7 +349,19 @@ def _in_art_order(arts: list[Artifact]) -> bool:
 
 
 _KEY = attrgetter("key")
-_UPLOAD_ID = attrgetter("upload_id")
+_BEGIN = itemgetter(0)
+
+
+def _positions(values: list[Any], value: Any) -> list[int]:
+    """The indexes of the items equal to `value` (searched in C: they are few)."""
+    found: list[int] = []
+    try:
+        i = values.index(value)
+        while True:
+            found.append(i)
+            i = values.index(value, i + 1)
+    except ValueError:
+        return found
 
 
 def _in_key_order(objs: list[CatalogObject]) -> bool:
@@ -293,15 +376,23 @@ def _in_key_order(objs: list[CatalogObject]) -> bool:
 
 
 _DISPATCH = Dispatch(REGISTRY)
+_RESIDUE = next(i for i, d in enumerate(REGISTRY) if isinstance(d, ResidueDetector))
+_TMP_BIT = 1 << _RESIDUE
+"""In the file-name mask of every key ending like a partial file (`TMP_SUFFIXES`, the
+residue detector's suffixes): a key whose name lacks it is not one."""
+if not set(TMP_SUFFIXES) <= set(REGISTRY[_RESIDUE].suffixes):
+    raise AssertionError("the residue detector must have every partial-file suffix")
 
 
 class _KeyIndex(Mapping[str, CatalogObject]):
-    """The group's objects by key, built on first use (most groups never look one up)."""
+    """The group's objects by key: found by bisection in `keys` (the objects' keys, given
+    when in order), else in a map built on first use (most groups never look one up)."""
 
-    __slots__ = ("_map", "_objs")
+    __slots__ = ("_keys", "_map", "_objs")
 
-    def __init__(self, objs: list[CatalogObject]) -> None:
+    def __init__(self, objs: list[CatalogObject], keys: list[str] | None = None) -> None:
         self._objs = objs
+        self._keys = keys
         self._map: dict[str, CatalogObject] | None = None
 
     def _get_map(self) -> dict[str, CatalogObject]:
@@ -310,13 +401,23 @@ class _KeyIndex(Mapping[str, CatalogObject]):
         return self._map
 
     def __getitem__(self, key: str) -> CatalogObject:
-        return self._get_map()[key]
+        found = self.get(key, _MISSING)
+        if found is _MISSING:
+            raise KeyError(key)
+        return cast(CatalogObject, found)
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._get_map().get(key, default)
+        keys = self._keys
+        if keys is None:
+            return self._get_map().get(key, default)
+        i = bisect_right(keys, key)  # the last of equal keys, as the map keeps
+        return self._objs[i - 1] if i and keys[i - 1] == key else default
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._get_map())
 
     def __len__(self) -> int:
         return len(self._get_map())
+
+
+_MISSING = object()

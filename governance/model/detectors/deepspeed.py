@@ -185,12 +185,13 @@ class DeepSpeedDetector(Detector):
                 )
                 continue
             head, sep, tag = unit.rstrip("/").rpartition("/")
-            # `basename(unit)` is `tag` unless the unit ends in '//'
-            step = _tag_step(tag if unit[-2:-1] != "/" else basename(unit))
             n = len(unit)
-            ranks, components, strippable = _tag_files(tuple([o.key[n:] for o in members]))
+            # `basename(unit)` is `tag` unless the unit ends in '//'
+            step, ranks, components, strippable = _tag_facts(
+                tag if unit[-2:-1] != "/" else basename(unit), tuple([o.key[n:] for o in members])
+            )
             save_dir = head + sep  # `parent(unit)`
-            latest: Verdict | None = None
+            verdict: Verdict | None = None
             if step is not None and not tag.endswith("_universal"):
                 # `_latest_verdict`'s usual answer, with `latest` looked up once
                 named = named_of.get(save_dir)
@@ -201,10 +202,10 @@ class DeepSpeedDetector(Detector):
                 if named is not None:
                     text, named_step = named
                     if text != tag and named_step is not None and named_step >= step:
-                        latest = _later("latest", text)
-            if latest is None:
-                latest = _latest_verdict(save_dir, tag, step, ctx)
-            complete, reason = _combined(ranks, latest)
+                        verdict = _with_later(ranks, text)
+            if verdict is None:
+                verdict = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx))
+            complete, reason = verdict
             # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
             # names=), with what a tag's file names decide memoised
             out.append(
@@ -224,6 +225,20 @@ class DeepSpeedDetector(Detector):
                 )
             )
         return out
+
+
+@lru_cache(maxsize=4096)  # tag names and their file names repeat run after run
+def _tag_facts(
+    name: str, names: tuple[str, ...]
+) -> tuple[int | None, Verdict, tuple[Component, ...], bool]:
+    """`_tag_step(name)` and `_tag_files(names)` in one look-up."""
+    return (_tag_step(name), *_tag_files(names))
+
+
+@lru_cache(maxsize=4096)
+def _with_later(ranks: Verdict, named: str) -> Verdict:
+    """`_combined(ranks, _later("latest", named))`: a tag older than the one `latest` names."""
+    return _combined(ranks, _later("latest", named))
 
 
 @lru_cache(maxsize=1024)  # tag folders of one run (and of many) hold the same file names
