@@ -36,7 +36,13 @@ from governance.model.types import (
     RunStatus,
 )
 from governance.plan import tiers as tiering
-from governance.plan.costs import MIN_TRANSITION_BYTES, Rates, action_costs, coldness
+from governance.plan.costs import (
+    MIN_TRANSITION_BYTES,
+    Rates,
+    action_costs,
+    coldness,
+    pair_costs,
+)
 from governance.plan.protect import Protector, shielded_from_expiry
 from governance.plan.selectors import (
     Subject,
@@ -58,9 +64,27 @@ from governance.policy.fields import DESTRUCTIVE_ACTIONS
 from governance.policy.models import Policy, Rule, Tier
 from governance.policy.units import format_bytes, format_duration
 
+# Enum members read once: in Python 3.11 `ActionType.DELETE` goes through the enum class's
+# `__getattr__` (~100 ns a read), a module global does not (the planner reads them for
+# every artifact).
+_ABORT_UPLOAD = ActionType.ABORT_UPLOAD
+_ARCHIVE = ActionType.ARCHIVE
+_DELETE = ActionType.DELETE
+_STRIP = ActionType.STRIP
+_TRANSITION = ActionType.TRANSITION
+_ARCHIVED = KeptHow.ARCHIVED
+_IN_FLIGHT = KeptHow.IN_FLIGHT
+_NO_RULE = KeptHow.NO_RULE
+_PROTECTED = KeptHow.PROTECTED
+_RULE_KEEPS = KeptHow.RULE_KEEPS
+_STRIPPED = KeptHow.STRIPPED
+_WHOLE = KeptHow.WHOLE
+_CHECKPOINT = Kind.CHECKPOINT
 _DEAD = (RunStatus.FAILED, RunStatus.ABANDONED)
 _DESTRUCTIVE = frozenset(t for t in ActionType if t.value in DESTRUCTIVE_ACTIONS)
 _KIND_NAME = {k: k.value for k in Kind}
+_COMPONENTS = tuple(Component)
+"""In definition order (iterating the enum class itself walks a generator each time)."""
 _NONE: tuple[tuple[int, str], ...] = ()
 _MEMO_LIMIT = 65_536
 """Texts a Decider keeps for reuse before it starts over (memory stays bounded)."""
@@ -141,6 +165,16 @@ class GroupResult:
 _RuleView = tuple[int, Rule, bool, frozenset[Kind] | None, bool]
 """(index, rule, has tiers, its kinds or None, needs a per-artifact `mismatch`)."""
 
+_Owner = tuple[Rule | None, int, bool, str | None, bool]
+"""The rule that owns an artifact (or None), its index, whether a rule skipped the
+artifact, and the rule's name and whether it has tiers (read once, not per artifact)."""
+
+
+def _owned(rule: Rule | None, index: int, skipped: bool) -> _Owner:
+    if rule is None:
+        return (None, index, skipped, None, False)
+    return (rule, index, skipped, rule.name, rule.tiers is not None)
+
 
 @dataclass(slots=True)
 class _Ctx:
@@ -156,9 +190,10 @@ class _Ctx:
     decider: Decider
     run: Run | None
     rules: list[_RuleView]  # the rules whose conditions on the run alone hold
-    owners: dict[Kind, tuple[Rule | None, int, bool]] = field(default_factory=dict)
+    owners: dict[Kind, _Owner] = field(default_factory=dict)
     """`_owner`'s answer per kind, when it depended on nothing else (no per-artifact look)."""
     texts: dict[tuple[str, int], str] = field(default_factory=dict)  # reasons of the group
+    expiry: dict[int, _ExpiryFacts] = field(default_factory=dict)  # `_expiry_facts` by rule
     written: dict[int, datetime] = field(default_factory=dict)
     """Each artifact's `last_modified` (a max over its objects), taken once: `tiers.Written`."""
 
@@ -180,31 +215,59 @@ def _action(
     dest_url: str | None = None,
 ) -> PlannedAction:
     """Add to `d` the action of `kind` on `objs` (sorted as the plan lists objects)."""
-    if len(objs) == 2:  # (`_in_object_order` inline, for the commonest size)
+    root_url = ctx.root_url
+    classes = _CLASSES
+    if len(objs) == 2:  # the commonest size: `_in_object_order` and the refs inline
         x, y = objs
         if y.key < x.key or (y.key == x.key and y.upload_id < x.upload_id):
             objs = [y, x]
-    elif len(objs) > 2 and not _in_object_order(objs):
-        objs = sorted(objs, key=_OBJ_ORDER)
-    root_url = ctx.root_url
-    classes = _CLASSES
-    objects = [
-        ObjectRef(
-            root_url + o.key,
-            o.key,
-            o.size,
-            o.etag,
-            o.last_modified,
-            # one string per class name (every row brings its own copy)
-            sc if (sc := o.storage_class) is None else classes.setdefault(sc, sc),
-            o.version_id,
-            o.upload_id,
-        )
-        for o in objs
-    ]
-    early, request, before, after = action_costs(
-        objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates
-    )
+            x, y = y, x
+        # one string per class name (every row brings its own copy)
+        cx, cy = x.storage_class, y.storage_class
+        objects = [
+            ObjectRef(
+                root_url + x.key,
+                x.key,
+                x.size,
+                x.etag,
+                x.last_modified,
+                cx if cx is None else classes.setdefault(cx, cx),
+                x.version_id,
+                x.upload_id,
+            ),
+            ObjectRef(
+                root_url + y.key,
+                y.key,
+                y.size,
+                y.etag,
+                y.last_modified,
+                cy if cy is None else classes.setdefault(cy, cy),
+                y.version_id,
+                y.upload_id,
+            ),
+        ]
+        if kind is not _TRANSITION and kind is not _ARCHIVE:
+            costs = pair_costs(x, y, kind, ctx.as_of, ctx.rates)  # (`action_costs`, unrolled)
+        else:
+            costs = action_costs(objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates)
+    else:
+        if len(objs) > 2 and not _in_object_order(objs):
+            objs = sorted(objs, key=_OBJ_ORDER)
+        objects = [
+            ObjectRef(
+                root_url + o.key,
+                o.key,
+                o.size,
+                o.etag,
+                o.last_modified,
+                sc if (sc := o.storage_class) is None else classes.setdefault(sc, sc),
+                o.version_id,
+                o.upload_id,
+            )
+            for o in objs
+        ]
+        costs = action_costs(objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates)
+    early, request, before, after = costs
     action = PlannedAction(
         0,
         rule,
@@ -279,16 +342,15 @@ def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObj
 
 def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -> None:
     age, art = d.age, d.artifact
+    after, by_run, name = ctx.expiry.get(id(rule)) or _expiry_facts(ctx, rule, run)
     not_due = ""
-    if rule.expire is not None:
-        by_run = rule.select.run_status is not None and run is not None
-        if by_run:
-            assert run is not None
-            elapsed = ctx.as_of - run.last_write
+    if after is not None:
+        if by_run is not None:  # measured from the run's last write: the group's answer
+            expired, text = by_run
         else:
-            elapsed = age
-        if elapsed >= rule.expire.after:
-            reason = _run_text(ctx, "expired", rule) if by_run else _expiry(ctx, rule, age, True)
+            expired = age >= after
+            text = _expiry(ctx, rule, age, expired)
+        if expired:
             objects = art.objects
             if any(map(_UPLOAD_ID, objects)):
                 uploads = [o for o in objects if o.upload_id]
@@ -296,11 +358,11 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
             else:
                 uploads, plain = [], objects
             if uploads:
-                _action(ctx, d, rule.name, None, ActionType.ABORT_UPLOAD, uploads, reason)
+                _action(ctx, d, name, None, _ABORT_UPLOAD, uploads, text)
             if plain:
-                _action(ctx, d, rule.name, None, ActionType.DELETE, plain, reason)
+                _action(ctx, d, name, None, _DELETE, plain, text)
             return
-        not_due = _run_text(ctx, "not expired yet", rule) if by_run else _expiry(ctx, rule, age)
+        not_due = text
     if not rule.transition:
         d.reason = not_due
         return
@@ -325,9 +387,26 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
     move, stays = _movable(art.objects, target)
     reason = "; ".join([head, *stays])
     if move:
-        _action(ctx, d, rule.name, None, ActionType.TRANSITION, move, reason, storage_class=target)
+        _action(ctx, d, rule.name, None, _TRANSITION, move, reason, storage_class=target)
     else:
         d.reason = f"nothing to move: {reason}"
+
+
+_ExpiryFacts = tuple[timedelta | None, tuple[bool, str] | None, str]
+"""A rule's `expire.after` (None: it does not expire), whether the group expires by it
+when it is measured from the run's last write (with the reason), and its name."""
+
+
+def _expiry_facts(ctx: _Ctx, rule: Rule, run: Run | None) -> _ExpiryFacts:
+    """What `_expire_or_transition` needs of `rule` for every artifact of the group, read
+    once per group (policy models are slow to read attribute by attribute)."""
+    expire = rule.expire
+    by_run: tuple[bool, str] | None = None
+    if expire is not None and rule.select.run_status is not None and run is not None:
+        expired = ctx.as_of - run.last_write >= expire.after
+        by_run = (expired, _run_text(ctx, "expired" if expired else "not expired yet", rule))
+    facts = ctx.expiry[id(rule)] = (expire.after if expire is not None else None, by_run, rule.name)
+    return facts
 
 
 def _expiry(ctx: _Ctx, rule: Rule, age: timedelta, expired: bool = False) -> str:
@@ -364,8 +443,8 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
     objects, roles = art.objects, art.roles
     remaining: list[CatalogObject] = list(objects)
     drop: list[CatalogObject] = []
-    how = KeptHow.WHOLE
-    if tier.strips:
+    how = _WHOLE
+    if ctx.decider.strips(tier):
         assert tier.keep_components is not None
         keep = set(tier.keep_components)
         unwanted = [o for o, c in zip(objects, roles, strict=True) if c not in keep]
@@ -379,9 +458,9 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             drop = unwanted
             remaining = [o for o, c in zip(objects, roles, strict=True) if c in keep]
             present = {c for c in roles if c not in keep}
-            dropped = [c.value for c in Component if c in present]
+            dropped = [c.value for c in _COMPONENTS if c in present]
             notes.append(f"{', '.join(dropped)} dropped")
-            how = KeptHow.STRIPPED
+            how = _STRIPPED
     else:
         notes.append("kept whole")
     archiving: tuple[ActionType, list[CatalogObject], str | None, str | None] | None = None
@@ -389,7 +468,7 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
         if tier.archive.url is not None:
             dest = tier.archive.url + art.key
             notes.append(f"archived: copied to {dest}, then removed here")
-            archiving = (ActionType.ARCHIVE, remaining, None, dest)
+            archiving = (_ARCHIVE, remaining, None, dest)
         elif not ctx.classes:
             target = tier.archive.storage_class.value if tier.archive.storage_class else "?"
             ctx.not_applicable.append((rule.name, f"archive to {target}"))
@@ -399,11 +478,11 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             move, stays = _movable(remaining, target)
             if move:
                 notes.append(f"archived to {target}")
-                archiving = (ActionType.ARCHIVE, move, target, None)
+                archiving = (_ARCHIVE, move, target, None)
             notes += stays
     reason = f"{tier.name} tier: {why}; " + "; ".join(notes)
     if drop:
-        _action(ctx, d, rule.name, tier.name, ActionType.STRIP, drop, reason)
+        _action(ctx, d, rule.name, tier.name, _STRIP, drop, reason)
     if archiving is not None:
         kind, moved, cls, dest_url = archiving
         _action(
@@ -417,7 +496,7 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             storage_class=cls,
             dest_url=dest_url,
         )
-        how = KeptHow.ARCHIVED
+        how = _ARCHIVED
     d.keep(rule.name, tier.name, how, reason)
 
 
@@ -433,8 +512,10 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     )
     names = ", ".join(t.name for t in rule.tiers)
     chosen, traced = outcome.picks, outcome.trace
-    otherwise = rule.otherwise
-    unkept = ctx.decider.unkept
+    otherwise = "delete" if rule.otherwise == "delete" else "keep"
+    decider = ctx.decider
+    texts = decider.unkept_texts(rule, otherwise)  # by step: `unkept` for a new step only
+    name = rule.name
     for d in members:
         art = d.artifact
         picks = chosen.get(art.key, _NONE)
@@ -442,22 +523,25 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
             d.tiers = traced.get(art.key, [])
         if d.protected_by is not None:
             counted = f"; counted by the {rule.tiers[picks[0][0]].name} tier" if picks else ""
-            d.keep(rule.name, None, KeptHow.PROTECTED, f"protected: {d.protected_by}{counted}")
+            d.keep(name, None, _PROTECTED, f"protected: {d.protected_by}{counted}")
         elif picks:
             index, why = picks[0]
             _keep_by_tier(ctx, d, rule, rule.tiers[index], why)
-        elif otherwise == "delete":
-            reason = unkept(rule, art, names, "delete")
-            _action(ctx, d, rule.name, None, ActionType.DELETE, art.objects, reason)
         else:
-            reason = unkept(rule, art, names, "keep")
-            d.keep(rule.name, None, KeptHow.RULE_KEEPS, reason)
+            step = art.step
+            reason = (texts.get(step) if step is not None else None) or decider.unkept(
+                rule, art, names, otherwise
+            )
+            if otherwise == "delete":
+                _action(ctx, d, name, None, _DELETE, art.objects, reason)
+            else:
+                d.keep(name, None, _RULE_KEEPS, reason)
 
 
 def _deletes(d: Decision) -> bool:
     """Whether some action of `d` deletes (a plain loop: most decisions have one action)."""
     for a in d.actions:  # noqa: SIM110  (any() over a generator costs more per decision)
-        if a.action is ActionType.DELETE:
+        if a.action is _DELETE:
             return True
     return False
 
@@ -476,13 +560,13 @@ def _guard_newest(
     if not _deletes(d):
         return
     instead = d.actions[0].reason
-    d.actions = [a for a in d.actions if a.action is not ActionType.DELETE]
+    d.actions = [a for a in d.actions if a.action is not _DELETE]
     status = run.status.value if run is not None else "outside any run"
     name = f"run {run.name}" if run is not None else "its group"
     d.keep(
         d.rule,
         None,
-        KeptHow.WHOLE,
+        _WHOLE,
         f"invariant 1: {_label(top)} is the newest complete checkpoint of {name} "
         f"({status}), kept whole instead of: {instead}",
     )
@@ -514,24 +598,41 @@ class Decider:
             for i, r in enumerate(policy.rules)
         ]
         self._durations: dict[timedelta, str] = {}
-        self._unkept: dict[tuple[int, int | None, str], str] = {}
+        self._strips: dict[int, tuple[Tier, bool]] = {}
+        self._unkept: dict[tuple[int, str], dict[int, str]] = {}
+
+    def unkept_texts(self, rule: Rule, otherwise: str) -> dict[int, str]:
+        """`unkept`'s texts of `rule` by step, so far (a group looks its steps up here,
+        and asks `unkept` only for a step not seen yet)."""
+        memo = (id(rule), otherwise)
+        found = self._unkept.get(memo)
+        if found is None:
+            found = self._unkept[memo] = {}
+        return found
 
     def unkept(self, rule: Rule, art: Artifact, names: str, otherwise: str) -> str:
         """Why a checkpoint no tier of `rule` keeps goes its `otherwise` way: one string per
         rule and step for the whole root (steps repeat run after run), so the plan's many
         such actions share their reasons."""
-        memo = (id(rule), art.step, otherwise)
-        text = self._unkept.get(memo) if art.step is not None else None
+        texts = self.unkept_texts(rule, otherwise)
+        text = texts.get(art.step) if art.step is not None else None
         if text is None:
             text = (
                 f"{rule.name}: {_label(art)} is not kept by any tier ({names}); "
                 f"otherwise: {otherwise}"
             )
             if art.step is not None:
-                if len(self._unkept) >= _MEMO_LIMIT:
-                    self._unkept.clear()
-                self._unkept[memo] = text
+                if len(texts) >= _MEMO_LIMIT:
+                    texts.clear()
+                texts[art.step] = text
         return text
+
+    def strips(self, tier: Tier) -> bool:
+        """`tier.strips`, once per tier (the property builds two sets each time)."""
+        found = self._strips.get(id(tier))
+        if found is None or found[0] is not tier:
+            found = self._strips[id(tier)] = (tier, tier.strips)
+        return found[1]
 
     def duration(self, td: timedelta) -> str:
         """`format_duration`, once per value (rules' durations are few)."""
@@ -548,13 +649,16 @@ class Decider:
         ctx = _Ctx(policy, as_of, root_url, self.classes, trace, [], self.rates, self, run, rules)
         shield = shielded_from_expiry(policy.protect, run)
         protector = self.protector
+        by_age = protector.by_age_alone(group.artifacts)
+        min_age = protector.min_age
         run_name = run.name if run is not None else None
         decisions: list[Decision] = []
         complete: list[Decision] = []  # the complete checkpoints' decisions, in order
+        loose: list[Decision] = []  # those of them no tier rule owns
         tier_members: dict[int, list[Decision]] = {}
         written = ctx.written
         owners = ctx.owners
-        checkpoint = Kind.CHECKPOINT
+        checkpoint = _CHECKPOINT
         make = TracedDecision if trace else Decision
         for art in group.artifacts:
             kind = art.kind
@@ -564,28 +668,34 @@ class Decider:
             ref = ArtifactRef(
                 uri, _KIND_NAME[kind], run_name if run is not None else art.run, art.step, root_url
             )
-            d = make(art, ref, age, protector(art, uri, age))
+            protected = protector(art, uri, age) if age < min_age or not by_age else None
+            d = make(art, ref, age, protected)
             decisions.append(d)
             if trace:
                 assert isinstance(d, TracedDecision)
-                owner, owner_index, skipped = _owner_traced(ctx, d, shield)
+                found = _owned(*_owner_traced(ctx, d, shield))
             else:
-                owner, owner_index, skipped = owners.get(kind) or self._owner(ctx, kind, d, shield)
-            d.rule = owner.name if owner is not None else None
+                found = owners.get(kind) or self._owner(ctx, kind, d, shield)
+            owner, owner_index, skipped, d.rule, tiered = found
             if kind is checkpoint:
                 if not art.complete:  # in flight
                     why = art.completeness_reason or art.note or "incomplete"
                     reason = f"in flight: incomplete checkpoint ({why})"
-                    d.keep(d.rule, None, KeptHow.IN_FLIGHT, reason)
+                    d.keep(d.rule, None, _IN_FLIGHT, reason)
                     continue
                 complete.append(d)
-            if owner is not None and owner.tiers is not None:
-                tier_members.setdefault(owner_index, []).append(d)
+                if not tiered:
+                    loose.append(d)
+            if tiered:
+                members = tier_members.get(owner_index)
+                if members is None:
+                    members = tier_members[owner_index] = []
+                members.append(d)
             elif d.protected_by is not None:
-                d.keep(d.rule, None, KeptHow.PROTECTED, f"protected: {d.protected_by}")
+                d.keep(d.rule, None, _PROTECTED, f"protected: {d.protected_by}")
             elif owner is None:
                 if skipped and shield is not None:
-                    d.keep(None, None, KeptHow.PROTECTED, f"protected: {shield}")
+                    d.keep(None, None, _PROTECTED, f"protected: {shield}")
                 else:
                     d.reason = "no rule matches"
             else:
@@ -593,15 +703,15 @@ class Decider:
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
         _guard_newest(complete, run, written)
-        for d in complete:  # every other checkpoint is kept in flight already
+        # Every other checkpoint is kept in flight already, and a tier rule keeps or
+        # deletes each of its own (the guard only turns a delete into a keep).
+        for d in loose:
             if d.kept is None and not (d.actions and _deletes(d)):
-                how = KeptHow.NO_RULE if d.rule is None else KeptHow.RULE_KEEPS
+                how = _NO_RULE if d.rule is None else _RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
         return GroupResult(decisions, ctx.not_applicable)
 
-    def _owner(
-        self, ctx: _Ctx, kind: Kind, d: Decision, shield: str | None
-    ) -> tuple[Rule | None, int, bool]:
+    def _owner(self, ctx: _Ctx, kind: Kind, d: Decision, shield: str | None) -> _Owner:
         """`_owner_traced` without the trace: a rule owns the artifact when its selector
         matches: its kinds, the run's answer for the group, then `mismatch` only for
         selectors with per-artifact conditions. Without those the answer depends on the
@@ -611,12 +721,10 @@ class Decider:
             return found
         skipped = False
         by_kind = True
-        result: tuple[Rule | None, int, bool] | None = None
+        result: _Owner | None = None
         subject: Subject | None = None
         for i, rule, tiered, wanted, looks in ctx.rules:
-            if (tiered and kind is not Kind.CHECKPOINT) or (
-                wanted is not None and kind not in wanted
-            ):
+            if (tiered and kind is not _CHECKPOINT) or (wanted is not None and kind not in wanted):
                 continue
             if looks:
                 by_kind = False
@@ -627,10 +735,10 @@ class Decider:
             if not tiered and shield is not None:
                 skipped = True
                 continue
-            result = (rule, i, skipped)
+            result = _owned(rule, i, skipped)
             break
         if result is None:
-            result = (None, -1, skipped)
+            result = _owned(None, -1, skipped)
         if by_kind:
             ctx.owners[kind] = result
         return result
@@ -659,7 +767,7 @@ def _owner_traced(
     considered = d.rules_considered
     subject = _subject(d, ctx.run)
     for i, rule in enumerate(rules):
-        if rule.tiers is not None and d.artifact.kind is not Kind.CHECKPOINT:
+        if rule.tiers is not None and d.artifact.kind is not _CHECKPOINT:
             considered.append((rule.name, "not matched: tiers apply to checkpoints only"))
             continue
         why = mismatch(rule.select, subject)

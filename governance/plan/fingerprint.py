@@ -32,7 +32,7 @@ from json.encoder import (
 from operator import le
 from typing import Any
 
-from governance.plan.types import KeptArtifact, ObjectRef, PlannedAction
+from governance.plan.types import ActionType, KeptArtifact, ObjectRef, PlannedAction
 
 _Enc = Callable[[str], str]
 _ASCII: _Enc = encode_basestring_ascii
@@ -54,45 +54,81 @@ def _action_texts(actions: Sequence[PlannedAction], enc: _Enc) -> list[str]:
 
     JSON escapes a string character by character, so an object URI under its artifact's
     URI is written as the artifact's (written anyway) and the rest, whose text repeats
-    artifact after artifact (`model_states.pt`) and is looked up.
+    artifact after artifact (`model_states.pt`) and is looked up. An action of two
+    objects under its artifact without version ids (the commonest) is written in one
+    format, without a text per object.
     """
     out: list[str] = []
+    append = out.append
     tails = _TAILS
     rests = _RESTS.setdefault(enc, {})
     if len(rests) >= _MEMO_LIMIT:
         rests.clear()
+    rest_of = rests.get
+    opens = _OPENS.setdefault(enc, {})
     for a in actions:
         rows = a.objects
-        if len(rows) == 2:  # (`_in_object_order` inline, for the commonest size)
-            x, y = rows
-            if y.uri < x.uri or (y.uri == x.uri and (y.version_id or "") < (x.version_id or "")):
-                rows = [y, x]
-        elif len(rows) > 2 and not _in_object_order(rows):
-            rows = sorted(rows, key=_object_order)
         art = a.artifact.uri
         art_text = enc(art)
-        head = art_text[:-1]
-        n = len(art)
-        parts = []
-        for o in rows:
-            uri = o.uri
-            if uri.startswith(art):
-                rest = rests.get(uri[n:])
-                if rest is None:
-                    rest = rests[uri[n:]] = enc(uri[n:])[1:]
-                uri_text = head + rest
-            else:
-                uri_text = enc(uri)
-            v = o.version_id
-            parts.append(f"[{uri_text},{o.size!r},{enc(o.etag)},{'null' if v is None else enc(v)}]")
+        kind = a.action
+        opening = opens.get(kind) or _open(opens, enc, kind)
         tail = tails.get((enc, a.rule, a.storage_class, a.tier)) or _tail(enc, a)
         dest = a.dest_url
-        out.append(
-            f'{{"action":{enc(a.action._value_)},"artifact":{art_text},'
-            f'"dest_url":{"null" if dest is None else enc(dest)},"objects":[{",".join(parts)}]'
-            f"{tail}"
-        )
+        dest_text = "null" if dest is None else enc(dest)
+        if len(rows) == 2:  # (`_in_object_order` inline, for the commonest size)
+            x, y = rows
+            xu, yu = x.uri, y.uri
+            if yu < xu or (yu == xu and (y.version_id or "") < (x.version_id or "")):
+                x, y, xu, yu = y, x, yu, xu
+            if (
+                x.version_id is None
+                and y.version_id is None
+                and xu.startswith(art)
+                and yu.startswith(art)
+            ):
+                n = len(art)
+                head = art_text[:-1]
+                rx = rest_of(xu[n:]) or _rest(rests, enc, xu[n:])
+                ry = rest_of(yu[n:]) or _rest(rests, enc, yu[n:])
+                append(
+                    f'{opening}{art_text},"dest_url":{dest_text},"objects":[[{head}{rx},'
+                    f"{x.size!r},{enc(x.etag)},null],[{head}{ry},{y.size!r},{enc(y.etag)},"
+                    f"null]]{tail}"
+                )
+                continue
+            rows = [x, y]
+        elif len(rows) > 2 and not _in_object_order(rows):
+            rows = sorted(rows, key=_object_order)
+        head = art_text[:-1]
+        objects = ",".join([_object_text(o, art, head, rests, enc) for o in rows])
+        append(f'{opening}{art_text},"dest_url":{dest_text},"objects":[{objects}]{tail}')
     return out
+
+
+def _object_text(o: ObjectRef, art: str, head: str, rests: dict[str, str], enc: _Enc) -> str:
+    """One object's entry of an action's document (`art`: the artifact URI, `head`: its
+    written form without the closing quote)."""
+    uri = o.uri
+    v = o.version_id
+    if uri.startswith(art):
+        rest = uri[len(art) :]
+        uri_text = head + (rests.get(rest) or _rest(rests, enc, rest))
+    else:
+        uri_text = enc(uri)
+    return f"[{uri_text},{o.size!r},{enc(o.etag)},{'null' if v is None else enc(v)}]"
+
+
+def _rest(rests: dict[str, str], enc: _Enc, rest: str) -> str:
+    """The written form of an object URI's part under its artifact, without the opening
+    quote (remembered in `rests`)."""
+    text = rests[rest] = enc(rest)[1:]
+    return text
+
+
+def _open(opens: dict[object, str], enc: _Enc, kind: ActionType) -> str:
+    """The start of an action's document up to its artifact, one per action type."""
+    text = opens[kind] = f'{{"action":{enc(kind._value_)},"artifact":'
+    return text
 
 
 def _tail(enc: _Enc, a: PlannedAction) -> str:
@@ -115,6 +151,8 @@ _TAILS: dict[tuple[_Enc, str, str | None, str | None], str] = {}
 _RESTS: dict[_Enc, dict[str, str]] = {}
 """By encoder: the written form, without its opening quote, of object URIs' parts under
 their artifact."""
+_OPENS: dict[_Enc, dict[object, str]] = {}
+"""By encoder: `_open` per action type."""
 _MEMO_LIMIT = 65_536
 
 
@@ -136,14 +174,32 @@ def _in_object_order(objects: Sequence[ObjectRef]) -> bool:
 
 
 def _kept_text(k: KeptArtifact, enc: _Enc) -> str:
-    return (
-        f'{{"artifact":{enc(k.artifact.uri)},"how":{enc(k.how.value)},'
-        f'"rule":{_s(enc, k.rule)},"tier":{_s(enc, k.tier)}}}'
-    )
+    return f'{{"artifact":{enc(k.artifact.uri)}{_kept_tail(k, enc)}'
+
+
+def _kept_tail(k: KeptArtifact, enc: _Enc) -> str:
+    """A kept document after its artifact URI (keys in sorted order: how, rule, tier)."""
+    return f',"how":{enc(k.how.value)},"rule":{_s(enc, k.rule)},"tier":{_s(enc, k.tier)}}}'
 
 
 def _kept_texts(kept: Sequence[KeptArtifact], enc: _Enc) -> list[str]:
-    return [_kept_text(k, enc) for k in kept]
+    """`_kept_text` of each: the end of a document (how, rule, tier) is written once per
+    combination (the combinations are few)."""
+    tails = _KEPT_TAILS.setdefault(enc, {})
+    if len(tails) >= 4096:
+        tails.clear()
+    out: list[str] = []
+    append = out.append
+    for k in kept:
+        tail = tails.get((k.how, k.rule, k.tier))
+        if tail is None:
+            tail = tails[(k.how, k.rule, k.tier)] = _kept_tail(k, enc)
+        append(f'{{"artifact":{enc(k.artifact.uri)}{tail}')
+    return out
+
+
+_KEPT_TAILS: dict[_Enc, dict[tuple[object, str | None, str | None], str]] = {}
+"""By encoder: a kept document after its artifact URI, per (how, rule, tier)."""
 
 
 def _sorted_texts(texts: list[tuple[str, str | None]]) -> list[str]:
@@ -217,26 +273,30 @@ def _feed_if_sorted(
     """Feed the documents of `items` in the given order, as `_feed` would the sorted
     list; False (h then holds a part) as soon as one sorts before the one fed last.
 
-    Documents are rendered a chunk at a time; whether a chunk is in order, and whether
-    any of its documents is written differently without ASCII escapes, is asked of the
-    whole chunk (in C) before looking at documents one by one."""
+    Documents are rendered a chunk at a time in their canonical (UTF-8) form. Text that
+    is ASCII without DEL is written alike by both encoders, so when the whole chunk is
+    (asked in C, in constant time and one `memchr`), its documents are their own sort
+    keys; only otherwise is the chunk rendered ASCII-escaped for the order. Whether a
+    chunk is in order is asked of the whole chunk (in C) before looking at documents one
+    by one."""
     previous = ""
     for start in range(0, len(items), _CHUNK):
         chunk = items[start : start + _CHUNK]
-        texts = render(chunk, _ASCII)
-        if texts[0] < previous or not all(map(le, texts, islice(texts, 1, None))):
-            return False
-        previous = texts[-1]
+        texts = render(chunk, _UTF8)
         text = ",".join(texts)
-        if "\\u" in text:
-            # Only non-ASCII text (or a backslash-u sequence, harmlessly) is written
-            # differently without ASCII escapes: render the canonical form again then.
-            for i, key in enumerate(texts):
-                if "\\u" in key:
-                    texts[i] = render([chunk[i]], _UTF8)[0]
-            text = ",".join(texts)
+        keys = texts if _same_escaped(text) else render(chunk, _ASCII)
+        if keys[0] < previous or not all(map(le, keys, islice(keys, 1, None))):
+            return False
+        previous = keys[-1]
         h.update((text if not start else "," + text).encode("utf-8"))
     return True
+
+
+def _same_escaped(text: str) -> bool:
+    """Whether `text`, written by `_UTF8`, is what `_ASCII` writes: JSON's two encoders
+    escape the same characters below DEL (a quote, a backslash, control characters), and
+    only `_ASCII` escapes DEL and non-ASCII characters."""
+    return text.isascii() and "\x7f" not in text
 
 
 _CHUNK = 4096

@@ -8,7 +8,10 @@ rules; tiers still thin them (see `shielded_from_expiry`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import chain, repeat
+from operator import attrgetter
 
 from governance.model.types import Artifact, CatalogObject, Run
 from governance.plan.selectors import human_age, tags_match
@@ -106,10 +109,11 @@ class Protector:
     protected path of this root), and those cost a few comparisons; any other goes
     through `protection` itself, so the answer is always its answer."""
 
-    __slots__ = ("_as_of", "_locks", "_paths", "_protect", "_root_url", "_tags")
+    __slots__ = ("_as_of", "_locks", "_paths", "_protect", "_root_url", "_tags", "min_age")
 
     def __init__(self, protect: Protect, root_url: str, as_of: datetime) -> None:
         self._protect = protect
+        self.min_age = protect.min_age
         self._as_of = as_of
         self._root_url = root_url
         self._tags = bool(protect.tags)
@@ -132,6 +136,30 @@ class Protector:
             if (tags and o.tags) or type(o) is not CatalogObject:  # tagged, or may be locked
                 return protection(self._protect, art, uri, age, self._as_of)
         return None
+
+    def by_age_alone(self, artifacts: Sequence[Artifact]) -> bool:
+        """Whether, for every one of `artifacts` (of this root), the answer depends on its
+        age alone: None when it is at least `min_age` old (the caller then need not ask).
+
+        Asked once per group, in C (no loop per artifact or object here): no protected
+        path can match under the root, no artifact key is empty, the objects carry no
+        tags that could match (when tags are protected) and no lock fields.
+        """
+        if self._paths or self._locks:
+            return False
+        if self._paths is None and self._root_url.endswith("/"):
+            keys = list(map(_KEY, artifacts))
+            if not all(map(str.rstrip, keys, repeat("/", len(keys)))):
+                return False  # an empty key: `__call__` looks at the URI
+        objects = list(chain.from_iterable(map(_OBJECTS, artifacts)))
+        if self._tags and any(map(_TAGS, objects)):
+            return False
+        return not objects or set(map(type, objects)) == {CatalogObject}
+
+
+_KEY = attrgetter("key")
+_OBJECTS = attrgetter("objects")
+_TAGS = attrgetter("tags")
 
 
 def shielded_from_expiry(protect: Protect, run: Run | None) -> str | None:

@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from operator import attrgetter
+from typing import Any, cast
 
 from governance.model.types import Artifact, Run, RunStatus
 from governance.policy.models import Tier
@@ -45,6 +46,9 @@ def newest(checkpoints: Sequence[Artifact], when: Written | None = None) -> Arti
     if not checkpoints:
         return None
     return max(checkpoints, key=order_key(checkpoints, when))
+
+
+_STEP = attrgetter("step")
 
 
 def _label(c: Artifact) -> str:
@@ -96,12 +100,21 @@ def _tier_select(
     if tier.keep_every_steps is not None:
         k = tier.keep_every_steps
         buckets: dict[int, tuple[int, Artifact]] = {}
-        for c in candidates:
-            if c.step is None:
-                continue
-            held = buckets.get(c.step // k)
-            if held is None or (c.step, at[id(c)], c.key) > (held[0], at[id(held[1])], held[1].key):
-                buckets[c.step // k] = (c.step, c)
+        if None not in map(_STEP, candidates):
+            # `ordered` is by (step, write, key), newest first, equals in candidate order:
+            # each bucket's first is the one the loop below keeps
+            steps = list(zip(map(_STEP, ordered), ordered, strict=True))
+            stepped = cast(list[tuple[int, Artifact]], steps)
+            for step, c in stepped:
+                if step // k not in buckets:
+                    buckets[step // k] = (step, c)
+        else:
+            for c in candidates:
+                if c.step is None:
+                    continue
+                held = buckets.get(c.step // k)
+                if held is None or (c.step, at[id(c)], c.key) > (held[0], at[id(held[1])], held[1].key):  # fmt: skip
+                    buckets[c.step // k] = (c.step, c)
         for step, c in buckets.values():
             add(c, f"step {step} is kept as the newest in bucket {_bucket_range(step, k)}")
     for count, period, fmt in (

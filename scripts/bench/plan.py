@@ -383,11 +383,15 @@ def main(argv: list[str] | None = None) -> int:
     path = ensure_catalog(args.runs, args.checkpoints)
     work = path.parent / "scratch"
     work.mkdir(exist_ok=True)
-    policy_path = bench_policy(work / "policy.yaml")
+    # per process: two benchmarks run at once must not share (or delete) each other's files
+    policy_path = bench_policy(work / f"policy-{os.getpid()}.yaml")
     if args.profile:
-        profile(path, policy_path, args.top)
+        try:
+            profile(path, policy_path, args.top)
+        finally:
+            policy_path.unlink(missing_ok=True)
         return 0
-    scratch = work / "catalog.db"
+    scratch = work / f"catalog-{os.getpid()}.db"
     shutil.copyfile(path, scratch)  # plans are saved here, not into the reusable catalog
     try:
         log("read ...")
@@ -403,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+        policy_path.unlink(missing_ok=True)
 
     build_ratio = plan["build_seconds"] / read["seconds"]
     total_ratio = plan["seconds"] / read["seconds"]
