@@ -55,17 +55,7 @@ def _outermost_roots(
     """`_outermost_root` of each (start, folder), in one call for a group's folders."""
     if not lengths:
         return [None] * len(folders)
-    found: list[str | None] = []
-    for _, folder in folders:
-        root = None
-        for length in lengths:
-            if length > len(folder):
-                break
-            if folder[length - 1] == "/" and (p := folder[:length]) in roots:
-                root = p
-                break
-        found.append(root)
-    return found
+    return [_outermost_root(folder, roots, lengths) for _, folder in folders]
 
 
 def _loose(obj: CatalogObject, options: ClassifyOptions) -> Artifact:

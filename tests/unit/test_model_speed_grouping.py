@@ -5,11 +5,12 @@
 - `_build_units` judges only the incomplete artifacts and those of units that may hold an
   empty or partial object (plain: every artifact), and checks the key order of the units
   shallow claims added to (plain: every unit);
-- `_outermost_roots` finds every folder's root in one call (plain: `_outermost_root`);
+- `_outermost_roots` answers for all of a group's folders at once, and for none when no
+  unit is a root (plain: `_outermost_root` per folder);
 - `_sort_arts` sorts by key alone when keys are distinct (plain: `_in_art_order`, then
   `sort(key=_art_order)`);
 - DeepSpeed's `build_all` looks up what a tag's name and file names decide once
-  (`_tag_facts`, `_with_later`).
+  (`_tag_facts`).
 
 Whole classifications are compared through `repr`, so every field of every run and
 artifact counts (order of artifacts and objects included).

@@ -169,7 +169,6 @@ class DeepSpeedDetector(Detector):
         `latest` (read once per save folder), and their file names repeat run after run
         (what the names decide is memoised)."""
         out: list[Artifact] = []
-        named_of: dict[str, tuple[str, int | None]] = {}  # save folder -> what `latest` names
         layout, checkpoint = self.layout, Kind.CHECKPOINT
         for unit, members in units:
             if unit[-1:] != "/":
@@ -191,21 +190,7 @@ class DeepSpeedDetector(Detector):
                 tag if unit[-2:-1] != "/" else basename(unit), tuple([o.key[n:] for o in members])
             )
             save_dir = head + sep  # `parent(unit)`
-            verdict: Verdict | None = None
-            if step is not None and not tag.endswith("_universal"):
-                # `_latest_verdict`'s usual answer, with `latest` looked up once
-                named = named_of.get(save_dir)
-                if named is None:
-                    named = _tracker_tag(save_dir + "latest", ctx)
-                    if named is not None:  # an unread file is asked again, as before
-                        named_of[save_dir] = named
-                if named is not None:
-                    text, named_step = named
-                    if text != tag and named_step is not None and named_step >= step:
-                        verdict = _with_later(ranks, text)
-            if verdict is None:
-                verdict = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx))
-            complete, reason = verdict
+            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx))
             # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
             # names=), with what a tag's file names decide memoised
             out.append(
@@ -233,12 +218,6 @@ def _tag_facts(
 ) -> tuple[int | None, Verdict, tuple[Component, ...], bool]:
     """`_tag_step(name)` and `_tag_files(names)` in one look-up."""
     return (_tag_step(name), *_tag_files(names))
-
-
-@lru_cache(maxsize=4096)
-def _with_later(ranks: Verdict, named: str) -> Verdict:
-    """`_combined(ranks, _later("latest", named))`: a tag older than the one `latest` names."""
-    return _combined(ranks, _later("latest", named))
 
 
 @lru_cache(maxsize=1024)  # tag folders of one run (and of many) hold the same file names
