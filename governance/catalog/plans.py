@@ -119,9 +119,8 @@ def _bulk_writer(conn: Connection) -> Callable[..., None] | None:
 
 def _insert_with_core(conn: Connection, plan: Plan) -> None:
     """The actions and kept rows bound by Core, column type by column type (`insert_rows`)."""
-    pid = plan.plan_id
-    insert_rows(conn, _A, _ACTION_COLUMNS, (_action_values(pid, a) for a in plan.actions))
-    insert_rows(conn, _K, _KEPT_COLUMNS, (_kept_values(pid, i, k) for i, k in enumerate(plan.kept)))
+    insert_rows(conn, _A, _ACTION_COLUMNS, _action_rows(plan, None, for_core=True))
+    insert_rows(conn, _K, _KEPT_COLUMNS, _kept_rows(plan, None))
 
 
 def set_plan_status(engine: Engine, plan_id: str, status: PlanStatus) -> None:
@@ -181,17 +180,22 @@ _ACTION_VALUES: dict[str, str] = {kind: kind.value for kind in ActionType}
 _HOW_VALUES: dict[str, str] = {how: how.value for how in KeptHow}
 
 
-def _action_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
+def _action_rows(plan: Plan, null: Any, *, for_core: bool = False) -> Iterator[tuple[Any, ...]]:
     """Each action as a `plan_actions` row (`_ACTION_COLUMNS` order) in the form drivers
     take as it is: `null` for NULL in the nullable columns, `destructive` as 1 or 0,
     `objects` as its JSON text (`_objects_text`). One loop, no call per action: a plan
-    has hundreds of thousands."""
+    has hundreds of thousands. `for_core`: rows for Core to bind column by column
+    (`destructive` a bool, `objects` as lists for the column's serializer)."""
     pid = plan.plan_id
     kinds = _ACTION_VALUES
     for a in plan.actions:
         art = a.artifact
         root = art.root_url
-        objects, size = _objects_text(a.objects, root)
+        if for_core:
+            objects: Any = _object_lists(a.objects, root)
+            size = sum(o.size for o in a.objects)
+        else:
+            objects, size = _objects_text(a.objects, root)
         kind = a.action
         yield (
             pid,
@@ -199,7 +203,7 @@ def _action_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
             a.rule,
             null if (tier := a.tier) is None else tier,
             kinds.get(kind) or ActionType(kind).value,
-            1 if a.destructive else 0,
+            a.destructive if for_core else 1 if a.destructive else 0,
             art.uri,
             art.kind,
             null if (run := art.run) is None else run,
@@ -216,36 +220,6 @@ def _action_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
             a.monthly_cost_after_usd,
             objects,
         )
-
-
-def _action_values(plan_id: str, a: PlannedAction) -> tuple[Any, ...]:
-    """One `plan_actions` row for Core to bind (`_ACTION_COLUMNS` order; `objects` as
-    lists, for the column's serializer)."""
-    art = a.artifact
-    objects = _object_lists(a.objects, art.root_url)
-    return (
-        plan_id,
-        a.id,
-        a.rule,
-        a.tier,
-        ActionType(a.action).value,
-        a.destructive,
-        art.uri,
-        art.kind,
-        art.run,
-        art.step,
-        art.root_url,
-        a.storage_class,
-        a.dest_url,
-        a.reason,
-        sum(o.size for o in a.objects),  # a.bytes
-        len(objects),
-        a.early_deletion_usd,
-        a.request_cost_usd,
-        a.monthly_cost_before_usd,
-        a.monthly_cost_after_usd,
-        objects,
-    )
 
 
 def _object_lists(objects: list[ObjectRef], root: str) -> list[list[Any]]:
@@ -332,7 +306,8 @@ _KEPT_COLUMNS = (
 
 
 def _kept_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
-    """Each kept artifact as a `plan_kept` row in the drivers' form (see `_action_rows`)."""
+    """Each kept artifact as a `plan_kept` row in the drivers' form (see `_action_rows`;
+    with `null` None, also what Core binds)."""
     pid = plan.plan_id
     hows = _HOW_VALUES
     for seq, k in enumerate(plan.kept):
@@ -351,24 +326,6 @@ def _kept_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
             hows.get(how) or KeptHow(how).value,
             k.reason,
         )
-
-
-def _kept_values(plan_id: str, seq: int, k: KeptArtifact) -> tuple[Any, ...]:
-    """One `plan_kept` row for Core to bind, in `_KEPT_COLUMNS` order."""
-    art = k.artifact
-    return (
-        plan_id,
-        seq,
-        art.uri,
-        art.kind,
-        art.run,
-        art.step,
-        art.root_url,
-        k.rule,
-        k.tier,
-        KeptHow(k.how).value,
-        k.reason,
-    )
 
 
 def summary_to_dict(summary: PlanSummary) -> dict[str, Any]:
