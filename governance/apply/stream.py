@@ -36,8 +36,8 @@ from governance.catalog.plans import (
     load_kept,
 )
 from governance.errors import ApprovalError
-from governance.plan.fingerprint import action_text, fingerprint_streaming
-from governance.plan.types import KeptArtifact, PlannedAction
+from governance.plan.fingerprint import action_text, fingerprint_streaming, kept_text
+from governance.plan.types import PlannedAction
 
 DIGEST_SIZE = 16
 HASHED_AT_ONCE = 1024  # documents joined into one update of the hash
@@ -182,7 +182,7 @@ def _fingerprint_in_order(engine: Engine, scan: PlanScan, counts: dict[str, int]
     h.update(b'],"kept":[')
     feed = _SortedFeed(h)
     for kept in iter_kept(engine, scan.plan_id):
-        if not feed.add(_kept_text(kept)):
+        if not feed.add(kept_text(kept)):
             return None
     feed.flush()
     h.update(b'],"version":1}')
@@ -222,16 +222,3 @@ def _unescaped(text: str) -> str:
     """A document's canonical form (`ensure_ascii=False`) from its ASCII-escaped one: the
     same JSON (keys already in order), written again without escaping non-ASCII."""
     return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
-
-
-def _kept_text(kept: KeptArtifact) -> str:
-    """A kept artifact's document, ASCII-escaped, as the fingerprint writes it."""
-    return json.dumps(
-        {
-            "artifact": kept.artifact.uri,
-            "how": kept.how.value,
-            "rule": kept.rule,
-            "tier": kept.tier,
-        },
-        separators=(",", ":"),
-    )

@@ -336,3 +336,8 @@ def fingerprint_streaming(
 def action_text(action: PlannedAction) -> str:
     """One action's canonical document, ASCII-escaped (what the fingerprint sorts by)."""
     return _action_text(action, _ASCII)
+
+
+def kept_text(kept: KeptArtifact) -> str:
+    """One kept artifact's canonical document, ASCII-escaped (what the fingerprint sorts by)."""
+    return _kept_text(kept, _ASCII)
