@@ -181,34 +181,6 @@ def action_costs(
     return early, request, before, after
 
 
-def pair_costs(
-    x: Priced, y: Priced, kind: ActionType, as_of: datetime, rates: Rates
-) -> tuple[float, float, float, float]:
-    """`action_costs([x, y], kind, ...)` for a `kind` that moves nothing elsewhere (delete,
-    strip, abort_upload, dedupe): the commonest action, priced without a loop (the same
-    operations in the same order, so the same floats)."""
-    assert kind not in _MOVING
-    rows = rates.rows
-    sx, sy = x.storage_class, y.storage_class
-    rx = rows.get(sx) or rates.row(sx)
-    ry = rows.get(sy) or rates.row(sy)
-    before: float = 0
-    before += x.size / GB * rx[0]
-    before += y.size / GB * ry[0]
-    early: float = 0
-    if rx[1] is None:
-        early += 0.0
-    else:
-        days_in = (as_of - x.last_modified).total_seconds() / 86_400
-        early += x.size / GB * rx[2] * max(rx[1] - days_in, 0.0) / DAYS_PER_MONTH
-    if ry[1] is None:
-        early += 0.0
-    else:
-        days_in = (as_of - y.last_modified).total_seconds() / 86_400
-        early += y.size / GB * ry[2] * max(ry[1] - days_in, 0.0) / DAYS_PER_MONTH
-    return early, 0.0, before, 0.0
-
-
 class Priced(Protocol):
     """What pricing needs of an object (an `ObjectRef`, or the catalog object it is made of)."""
 

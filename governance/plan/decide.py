@@ -41,7 +41,6 @@ from governance.plan.costs import (
     Rates,
     action_costs,
     coldness,
-    pair_costs,
 )
 from governance.plan.protect import Protector, shielded_from_expiry
 from governance.plan.selectors import (
@@ -215,59 +214,31 @@ def _action(
     dest_url: str | None = None,
 ) -> PlannedAction:
     """Add to `d` the action of `kind` on `objs` (sorted as the plan lists objects)."""
-    root_url = ctx.root_url
-    classes = _CLASSES
-    if len(objs) == 2:  # the commonest size: `_in_object_order` and the refs inline
+    if len(objs) == 2:  # (`_in_object_order` inline, for the commonest size)
         x, y = objs
         if y.key < x.key or (y.key == x.key and y.upload_id < x.upload_id):
             objs = [y, x]
-            x, y = y, x
-        # one string per class name (every row brings its own copy)
-        cx, cy = x.storage_class, y.storage_class
-        objects = [
-            ObjectRef(
-                root_url + x.key,
-                x.key,
-                x.size,
-                x.etag,
-                x.last_modified,
-                cx if cx is None else classes.setdefault(cx, cx),
-                x.version_id,
-                x.upload_id,
-            ),
-            ObjectRef(
-                root_url + y.key,
-                y.key,
-                y.size,
-                y.etag,
-                y.last_modified,
-                cy if cy is None else classes.setdefault(cy, cy),
-                y.version_id,
-                y.upload_id,
-            ),
-        ]
-        if kind is not _TRANSITION and kind is not _ARCHIVE:
-            costs = pair_costs(x, y, kind, ctx.as_of, ctx.rates)  # (`action_costs`, unrolled)
-        else:
-            costs = action_costs(objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates)
-    else:
-        if len(objs) > 2 and not _in_object_order(objs):
-            objs = sorted(objs, key=_OBJ_ORDER)
-        objects = [
-            ObjectRef(
-                root_url + o.key,
-                o.key,
-                o.size,
-                o.etag,
-                o.last_modified,
-                sc if (sc := o.storage_class) is None else classes.setdefault(sc, sc),
-                o.version_id,
-                o.upload_id,
-            )
-            for o in objs
-        ]
-        costs = action_costs(objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates)
-    early, request, before, after = costs
+    elif len(objs) > 2 and not _in_object_order(objs):
+        objs = sorted(objs, key=_OBJ_ORDER)
+    root_url = ctx.root_url
+    classes = _CLASSES
+    objects = [
+        ObjectRef(
+            root_url + o.key,
+            o.key,
+            o.size,
+            o.etag,
+            o.last_modified,
+            # one string per class name (every row brings its own copy)
+            sc if (sc := o.storage_class) is None else classes.setdefault(sc, sc),
+            o.version_id,
+            o.upload_id,
+        )
+        for o in objs
+    ]
+    early, request, before, after = action_costs(
+        objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates
+    )
     action = PlannedAction(
         0,
         rule,

@@ -9,8 +9,6 @@
   whether a tier strips is asked once per tier;
 - what an expire rule says (its `after`; by the run's last write: the verdict and its
   reason) is read once per group;
-- `_action` orders and copies two objects inline, and prices two removed objects
-  without a loop (`costs.pair_costs`);
 - the last pass of `decide` skips the checkpoints a tier rule owns (each is kept or
   deleted already);
 - `keep_every_steps` takes each bucket's first in the tiers' ranking of checkpoints.
@@ -31,7 +29,7 @@ from governance.model.types import Artifact, CatalogObject, Component, Group, Ki
 from governance.plan import decide as decide_module
 from governance.plan import fingerprint as fingerprint_module
 from governance.plan import tiers as tiering
-from governance.plan.costs import Rates, action_costs, pair_costs
+from governance.plan.costs import action_costs
 from governance.plan.decide import Decider, Decision, decide_group
 from governance.plan.fingerprint import fingerprint
 from governance.plan.protect import Protector, protection
@@ -312,31 +310,3 @@ def test_a_tier_rule_keeps_or_deletes_every_checkpoint_it_owns(
                 deletes = any(a.action is ActionType.DELETE for a in d.actions)
                 assert (d.kept is not None) != deletes
 
-
-_CLASSES = [None, "STANDARD", "STANDARD_IA", "GLACIER", "DEEP_ARCHIVE", "REDUCED_REDUNDANCY"]
-
-
-@st.composite
-def _priced(draw: st.DrawFn) -> CatalogObject:
-    age = timedelta(hours=draw(st.integers(0, 24 * 400)))
-    return CatalogObject(
-        "k", draw(st.integers(0, 10**13)), AS_OF - age, '"e"', draw(st.sampled_from(_CLASSES))
-    )
-
-
-@SETTINGS
-@given(
-    _priced(),
-    _priced(),
-    st.sampled_from(
-        [ActionType.DELETE, ActionType.STRIP, ActionType.ABORT_UPLOAD, ActionType.DEDUPE]
-    ),
-)
-def test_two_removed_objects_are_priced_as_any_action(
-    x: CatalogObject, y: CatalogObject, kind: ActionType
-) -> None:
-    rates = Rates(POLICY)
-    got = pair_costs(x, y, kind, AS_OF, rates)
-    want = action_costs([x, y], kind, None, None, AS_OF, rates)
-    assert got == want
-    assert [type(v) for v in got] == [type(v) for v in want]
