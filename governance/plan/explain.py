@@ -61,6 +61,8 @@ def explain(
             continue
         key = uri[len(root.url) :]
         for group in root.groups:
+            if not isinstance(group, Group):  # decided elsewhere: no trace to show
+                raise TypeError("explain needs classified groups (snapshots of one process)")
             target = _find(group, key)
             if target is None:
                 continue
