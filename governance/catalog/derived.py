@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,7 +16,6 @@ from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow
-from governance.model.classify import Edge, Opening
 from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind, MetaReader
 from governance.storage.base import Store, epoch_micros
 
@@ -232,21 +231,10 @@ def _flush(conn: Connection, runs: list[dict[str, Any]], arts: list[dict[str, An
 
 
 def classify_stream(
-    engine: Engine,
-    root_id: int,
-    options: ClassifyOptions,
-    reader: MetaReader | None,
-    *,
-    start: str | None = None,
-    stop: str | None = None,
-    opening: Opening | None = None,
-    then: Callable[[Edge], Iterable[CatalogObject]] | None = None,
+    engine: Engine, root_id: int, options: ClassifyOptions, reader: MetaReader | None
 ) -> Iterator[Group]:
     """A root's classification streamed from the catalog: pass one reads keys alone (and
-    fetches the few tracker files it found), pass two streams full objects in key order.
-
-    With `start`/`stop`, pass two streams the keys in [start, stop) only (pass one still
-    indexes the whole root); `opening` and `then` are `classify`'s, for key ranges."""
+    fetches the few tracker files it found), pass two streams full objects in key order."""
     from functools import partial
 
     from governance.catalog.queries import iter_live_keys, live_objects_by_key, stream_live_objects
@@ -259,12 +247,7 @@ def classify_stream(
         partial(live_objects_by_key, engine, root_id),
     )
     return classify(
-        partial(stream_live_objects, engine, root_id, start=start, stop=stop),
-        options,
-        reader,
-        first_pass=first_pass,
-        opening=opening,
-        then=then,
+        partial(stream_live_objects, engine, root_id), options, reader, first_pass=first_pass
     )
 
 

@@ -23,18 +23,7 @@ def _key_order(engine: Engine) -> Any:
     return _O.key.collate("C") if engine.dialect.name == "postgresql" else _O.key
 
 
-def _objects_select(
-    engine: Engine, root_id: int, start: str | None = None, stop: str | None = None
-) -> Any:
-    stmt = _objects_select_all(engine, root_id)
-    if start is not None:
-        stmt = stmt.where(_key_order(engine) >= start)
-    if stop is not None:
-        stmt = stmt.where(_key_order(engine) < stop)
-    return stmt
-
-
-def _objects_select_all(engine: Engine, root_id: int) -> Any:
+def _objects_select(engine: Engine, root_id: int) -> Any:
     return (
         select(
             _O.id,
@@ -67,29 +56,15 @@ def _objects(rows: Iterable[Any]) -> Iterator[CatalogObject]:
         )
 
 
-def iter_live_objects(
-    engine: Engine,
-    root_id: int,
-    chunk: int = 10_000,
-    *,
-    start: str | None = None,
-    stop: str | None = None,
-) -> Iterator[CatalogObject]:
-    """Every live object of a root (with a key in [`start`, `stop`) when given), sorted by
-    key, streamed in chunks."""
-    stmt = _objects_select(engine, root_id, start, stop)
+def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iterator[CatalogObject]:
+    """Every live object of a root, sorted by key, streamed in chunks."""
     with engine.connect() as conn:
-        result = conn.execution_options(yield_per=chunk).execute(stmt)
+        result = conn.execution_options(yield_per=chunk).execute(_objects_select(engine, root_id))
         yield from _objects(result)
 
 
 def stream_live_objects(
-    engine: Engine,
-    root_id: int,
-    chunk: int = 10_000,
-    *,
-    start: str | None = None,
-    stop: str | None = None,
+    engine: Engine, root_id: int, chunk: int = 10_000
 ) -> Iterator[CatalogObject]:
     """`iter_live_objects`, the same objects in the same order, for bulk consumers.
 
@@ -99,12 +74,12 @@ def stream_live_objects(
     objects written at the same microsecond as the row before share its datetime.
     """
     if engine.dialect.name != "sqlite":
-        yield from iter_live_objects(engine, root_id, chunk, start=start, stop=stop)
+        yield from iter_live_objects(engine, root_id, chunk)
         return
     epoch, micros = _EPOCH, timedelta
     last_us: int | None = None
     last = epoch
-    for rows in _sqlite_chunks(engine, _objects_select(engine, root_id, start, stop), chunk):
+    for rows in _sqlite_chunks(engine, _objects_select(engine, root_id), chunk):
         for oid, key, size, lm, etag, sc, vid, upload, tags in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
@@ -124,15 +99,14 @@ def stream_live_objects(
 def _sqlite_chunks(engine: Engine, stmt: Any, chunk: int) -> Iterator[Sequence[Any]]:
     """Rows of a SELECT as plain tuples from the DBAPI cursor, `chunk` at a time.
 
-    The statement's parameters are bound in SQLite's positional style; the cursor
-    streams as it fetches.
+    The statement is rendered with its parameters inline (only integers from our own
+    tables: root ids); SQLite's cursor streams as it fetches.
     """
-    compiled = stmt.compile(dialect=engine.dialect)
-    params = [compiled.params[name] for name in compiled.positiontup or ()]
+    sql = str(stmt.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     with engine.connect() as conn:
         cursor = conn.connection.cursor()
         try:
-            cursor.execute(str(compiled), params)
+            cursor.execute(sql)
             while rows := cursor.fetchmany(chunk):
                 yield rows
         finally:
@@ -288,18 +262,3 @@ def iter_artifact_rows(
                 "metrics": row["metrics"] or {},
                 "note": row["note"],
             }
-
-
-def key_at(engine: Engine, root_id: int, offset: int) -> str | None:
-    """The key at `offset` in key order among the root's rows, live or gone (a walk of the
-    key index alone: where to split a root into ranges of about equal size)."""
-    stmt = (
-        select(_O.key)
-        .where(_O.root_id == root_id)
-        .order_by(_key_order(engine), _O.upload_id)
-        .limit(1)
-        .offset(max(offset, 0))
-    )
-    with engine.connect() as conn:
-        found = conn.execute(stmt).scalar()
-    return None if found is None else str(found)

@@ -13,12 +13,6 @@ Pass one matters only to keys no layout template matches and to tracker look-ups
 a group; given as a keys-only query (`first_pass`), it runs when the first of those comes,
 so a root whose templates name every run is read once (see `_Streamer`).
 
-A root can also be classified in key ranges (one process each, see `plan.shard`): pass
-one's index is the whole root's either way, and a range's groups are those one pass gives
-when the range ends where no group spans: what one range left open (`Edge`) and what the
-next one starts with (`Opening`) tell (`continues`), and `then` lets one stream go on
-into the next range when it does not.
-
 Example::
 
     for group in classify(lambda: catalog.objects(root), ClassifyOptions(as_of=now)):
@@ -149,44 +143,6 @@ _CHUNK = 4096
 _LAST_CHAR = chr(sys.maxunicode)
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """What a stream of objects leaves open at its end, before `classify` finishes it."""
-
-    open_runs: tuple[str, ...]  # keys of the runs still open, outermost first
-    outside_top: str | None  # the top-level folder whose objects outside runs are pending
-    root_files: bool  # root-level files are pending (a chunk not yet yielded)
-
-
-@dataclass(slots=True)
-class Opening:
-    """What a key range starts with, recorded by `classify` as it streams the range."""
-
-    first_key: str | None = None
-    first_outside_top: str | None = None  # the first top-level folder outside runs
-    root_files: bool = False  # whether the range holds root-level files outside runs
-
-
-def continues(edge: Edge, opening: Opening) -> bool:
-    """Whether classifying up to a split key and from it separately yields exactly the
-    groups (the same objects together) that one stream over both ranges yields.
-
-    One stream closes every open run that is not a prefix of the next key: when none is,
-    its state after that key is the fresh state the second range starts in. Objects
-    outside runs stay pending across the split: they would join the first range's pending
-    ones only under the same top-level folder, and root-level files in chunks only when
-    both sides have some.
-    """
-    first = opening.first_key
-    if first is None:
-        return True
-    if any(first.startswith(run) for run in edge.open_runs):
-        return False
-    if edge.outside_top is not None and edge.outside_top == opening.first_outside_top:
-        return False
-    return not (edge.root_files and opening.root_files)
-
-
 @dataclass(slots=True)
 class _Open:
     key: str
@@ -227,15 +183,6 @@ class _Streamer:
         self.outside_top = ""
         self.root_files: list[CatalogObject] = []
         self._last_found: str | None = None
-        self.opening: Opening | None = None  # recorded when the stream is a key range
-
-    def edge(self) -> Edge:
-        """What is open now (before `finish`)."""
-        return Edge(
-            tuple(o.key for o in self.stack),
-            self.outside_top if self.outside else None,
-            bool(self.root_files),
-        )
 
     def run_pass_one(self) -> RunIndex:
         """The whole index, running pass one now if it has not run."""
@@ -303,12 +250,6 @@ class _Streamer:
     def _outside(self, obj: CatalogObject) -> Iterator[Group]:
         key = obj.key
         slash = key.find("/")
-        opening = self.opening
-        if opening is not None:
-            if slash == -1:
-                opening.root_files = True
-            elif opening.first_outside_top is None:
-                opening.first_outside_top = key[: slash + 1]
         if slash == -1:
             self.root_files.append(obj)
             if len(self.root_files) >= ROOT_CHUNK:
@@ -370,8 +311,6 @@ def classify(
     read_meta: MetaReader | None = None,
     *,
     first_pass: Callable[[], RunIndex] | None = None,
-    opening: Opening | None = None,
-    then: Callable[[Edge], Iterable[CatalogObject]] | None = None,
 ) -> Iterator[Group]:
     """Classify one root's objects (keys relative to the root, sorted by key).
 
@@ -384,46 +323,16 @@ def classify(
     (e.g. `find_runs_by_keys` over a keys-only query); `objects` is then called once, and
     `first_pass` only when the index is needed (see `_Streamer`): not at all when layout
     templates name the run of every key and no unit looks up a tracker outside its group.
-    `first_pass` must then index the whole root even when `objects` is one key range of it.
-
-    For a key range: `opening` is filled with what the range starts with; `then`, called
-    with the `Edge` once `objects()` is exhausted, returns the objects that follow (sorted,
-    after every key so far; empty to finish here).
     """
     if first_pass is None:
         streamer = _Streamer(find_runs(objects(), options), options, read_meta)
     else:
         streamer = _Streamer(RunIndex(), options, read_meta, pending=first_pass)
-    if opening is not None:
-        streamer.opening = opening
-        objects = _recording_first(objects, opening)
-    yield from _stream(streamer, objects())
-    if then is not None:
-        yield from _stream(streamer, then(streamer.edge()))
-    yield from streamer.finish()
-
-
-def _recording_first(
-    objects: Callable[[], Iterable[CatalogObject]], opening: Opening
-) -> Callable[[], Iterable[CatalogObject]]:
-    def first_recorded() -> Iterator[CatalogObject]:
-        it = iter(objects())
-        for obj in it:
-            opening.first_key = obj.key
-            yield obj
-            break
-        yield from it
-
-    return first_recorded
-
-
-def _stream(streamer: _Streamer, objects: Iterable[CatalogObject]) -> Iterator[Group]:
-    """Feed `objects` (sorted) to `streamer`, yielding the groups they close."""
     feed = streamer.feed
     stack = streamer.stack
     fast = "\0"  # keys under this prefix go to the innermost open run as they are
     add: Callable[[CatalogObject], None] = _unreachable  # the innermost run's `objs.append`
-    for obj in objects:
+    for obj in objects():
         if obj.key.startswith(fast):
             add(obj)
             continue
@@ -431,6 +340,7 @@ def _stream(streamer: _Streamer, objects: Iterable[CatalogObject]) -> Iterator[G
         fast = streamer.fast_prefix()
         if fast != "\0":
             add = stack[-1].objs.append
+    yield from streamer.finish()
 
 
 def _unreachable(obj: CatalogObject) -> None:

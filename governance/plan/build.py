@@ -20,7 +20,7 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain, islice, pairwise
 from operator import attrgetter, le, lt
@@ -28,7 +28,7 @@ from typing import Any
 
 from governance.model.types import Group
 from governance.plan.costs import GB
-from governance.plan.decide import Decider, GroupResult
+from governance.plan.decide import Decider
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
 from governance.plan.totals import Totals, summarize
@@ -42,21 +42,7 @@ from governance.plan.types import (
 from governance.policy.models import Policy
 
 _ACTION_ORDER = {t: i for i, t in enumerate(ActionType)}
-_NONE: Counter[tuple[str, str]] = Counter()
 """Within one artifact: strip before archive (archive moves what the strip leaves)."""
-
-
-@dataclass(slots=True)
-class DecidedPart:
-    """A stretch of a root's groups already decided (by another process: `plan.shard`):
-    its actions and kept artifacts in the order decided, and what the build tallies."""
-
-    actions: list[PlannedAction] = field(default_factory=list)
-    kept: list[KeptArtifact] = field(default_factory=list)
-    live_bytes: int = 0  # the bytes of every object of its groups
-    class_bytes: dict[str, int] = field(default_factory=dict)  # by storage class
-    not_applicable: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """(rule, what) -> artifacts left as they are: class changes on a filesystem root."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +54,7 @@ class RootSnapshot:
     total_bytes: int | None  # live bytes of the root (for max_delete_fraction); None: the
     # bytes of the objects `groups` streams (every live object lands in one artifact)
     supports_storage_classes: bool  # False on filesystems: class changes are not applicable
-    groups: Iterable[Group | DecidedPart]  # the root's classification, streamed run by
-    # run; stretches of it may come already decided
+    groups: Iterable[Group]  # the root's classification, streamed run by run
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -198,29 +183,6 @@ def _tally_classes(group: Group, class_bytes: dict[str, int]) -> int:
     return total
 
 
-def decide_part(groups: Iterable[Group], decider: Decider) -> DecidedPart:
-    """Decide `groups` (a stretch of one root) as `build_plan` would, holding only what
-    the plan keeps: a process planning one key range of a root sends this back."""
-    part = DecidedPart()
-    with _settled_collections() as settle:
-        for group in groups:
-            part.live_bytes += _tally_classes(group, part.class_bytes)
-            result = decider.decide(group)
-            _collect(result, part.actions, part.kept)
-            part.not_applicable.update(result.not_applicable)
-            settle()
-    return part
-
-
-def _collect(result: GroupResult, actions: list[PlannedAction], kept: list[KeptArtifact]) -> None:
-    """Append a group's actions and kept artifacts, in the order decided."""
-    for d in result.decisions:
-        if d.actions:
-            actions += d.actions
-        if d.kept is not None:
-            kept.append(d.kept)
-
-
 _OBJECTS = attrgetter("objects")
 _STORAGE_CLASS = attrgetter("storage_class")
 _SIZE = attrgetter("size")
@@ -250,19 +212,14 @@ def _build(
         live = 0
         decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
         for group in root.groups:
+            live += _tally_classes(group, class_bytes)
+            result = decider.decide(group)
             start, kept_start = len(actions), len(kept)
-            if isinstance(group, DecidedPart):
-                live += group.live_bytes
-                for cls, n in group.class_bytes.items():
-                    class_bytes[cls] = class_bytes.get(cls, 0) + n
-                actions += group.actions
-                kept += group.kept
-                skipped = group.not_applicable
-            else:
-                live += _tally_classes(group, class_bytes)
-                result = decider.decide(group)
-                _collect(result, actions, kept)
-                skipped = Counter(result.not_applicable) if result.not_applicable else _NONE
+            for d in result.decisions:
+                if d.actions:
+                    actions += d.actions
+                if d.kept is not None:
+                    kept.append(d.kept)
             if len(actions) > start:
                 new = actions[start:]
                 in_order = in_order and _continues(actions, start, new)
@@ -271,8 +228,8 @@ def _build(
                 removed += running.add(new)
             if kept_in_order and len(kept) > kept_start:
                 kept_in_order = _kept_continues(kept, kept_start)
-            for (rule, what), n in skipped.items():
-                not_applicable[(root.url, rule, what)] += n
+            for rule, what in result.not_applicable:
+                not_applicable[(root.url, rule, what)] += 1
             settle()
         deleted[root.url] = removed
         totals[root.url] = live if root.total_bytes is None else root.total_bytes

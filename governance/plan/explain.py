@@ -61,8 +61,6 @@ def explain(
             continue
         key = uri[len(root.url) :]
         for group in root.groups:
-            if not isinstance(group, Group):  # decided elsewhere: no trace to show
-                raise TypeError("explain needs classified groups (snapshots of one process)")
             target = _find(group, key)
             if target is None:
                 continue

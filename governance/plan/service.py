@@ -10,9 +10,8 @@ catalog's cache) and stores what it returns. It never writes to storage.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import partial
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
@@ -20,15 +19,9 @@ from sqlalchemy.exc import IntegrityError
 
 from governance.catalog.derived import CachedMetaReader, classify_stream, refresh_metadata
 from governance.catalog.plans import new_plan_id, save_plan
-from governance.catalog.queries import key_at, stream_live_objects
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError
-from governance.model.classify import Edge, Opening
-from governance.model.runs import TemplateMatcher
-from governance.model.types import CatalogObject, ClassifyOptions, Group
-from governance.plan.build import DecidedPart, RootSnapshot, build_plan
-from governance.plan.decide import Decider
-from governance.plan.shard import RangePlanner, planned_groups, process_count, split_points
+from governance.plan.build import RootSnapshot, build_plan
 from governance.storage import normalize_url
 
 if TYPE_CHECKING:
@@ -46,13 +39,11 @@ def root_snapshots(
     policy: Policy,
     as_of: datetime,
     stores: Mapping[str, Store] | None = None,
-    processes: int = 1,
 ) -> list[RootSnapshot]:
     """One snapshot per policy root, its groups streamed lazily from the last complete scan.
 
-    With `processes` > 1 a large root is classified and decided in key ranges by that many
-    processes (`plan.shard`): the same plan, sooner. A root never scanned completely is an
-    ArgumentError: planning on nothing would keep everything and say so silently.
+    A root never scanned completely is an ArgumentError: planning on nothing would keep
+    everything and say so silently.
     """
     options = policy.classify_options(as_of)
     snapshots = []
@@ -77,19 +68,8 @@ def root_snapshots(
         refresh_metadata(
             engine, root.id, url, {k: v for k, v in connection.items() if v}, store=store
         )
-        splits = (
-            _split_points(engine, root.id, scan.objects_listed, options, processes)
-            if processes > 1
-            else []
-        )
-        groups: Iterable[Group | DecidedPart]
-        if splits:
-            groups = planned_groups(
-                _range_planner(engine, root.id, url, policy, as_of, options), splits
-            )
-        else:
-            reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
-            groups = classify_stream(engine, root.id, options, reader)
+        reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
+        groups = classify_stream(engine, root.id, options, reader)
         snapshots.append(
             RootSnapshot(
                 url=url,
@@ -102,51 +82,6 @@ def root_snapshots(
     return snapshots
 
 
-def _split_points(
-    engine: Engine, root_id: int, count: int, options: ClassifyOptions, processes: int
-) -> list[str]:
-    """Where to split the root into key ranges, each starting at a run's prefix (a layout
-    template's match), else at a top-level folder."""
-    matcher = TemplateMatcher(options.run_templates)
-
-    def boundary(key: str) -> str:
-        found = matcher.match(key)
-        if found is not None:
-            return found[0]
-        slash = key.find("/")
-        return key[: slash + 1] if slash != -1 else key
-
-    return split_points(count, processes, partial(key_at, engine, root_id), boundary)
-
-
-def _range_planner(
-    engine: Engine, root_id: int, url: str, policy: Policy, as_of: datetime,
-    options: ClassifyOptions,
-) -> RangePlanner:  # fmt: skip
-    """How each process plans a key range of the root. Metadata comes from the cache alone
-    in every process (`refresh_metadata` has just read what it lacked), so that each reads
-    the same; a forked child first drops the connections it shares with this process."""
-
-    def classify_range(
-        start: str | None,
-        stop: str | None,
-        opening: Opening | None,
-        then: Callable[[Edge], Iterable[CatalogObject]] | None,
-    ) -> Iterator[Group]:
-        reader = CachedMetaReader(engine, root_id, None, options.metadata_max_bytes)
-        return classify_stream(
-            engine, root_id, options, reader, start=start, stop=stop, opening=opening, then=then
-        )
-
-    return RangePlanner(
-        root_url=url,
-        classify=classify_range,
-        objects=lambda start, stop: stream_live_objects(engine, root_id, start=start, stop=stop),
-        decider=lambda: Decider(policy, as_of, url, url.startswith("s3://")),
-        after_fork=lambda: engine.dispose(close=False),
-    )
-
-
 def make_plan(
     engine: Engine,
     policy: Policy,
@@ -154,19 +89,15 @@ def make_plan(
     *,
     actor: str,
     stores: dict[str, Store] | None = None,
-    processes: int | None = None,
 ) -> Plan:
     """Plan the policy against the catalog at `as_of`, save the plan, and return it.
 
     A refused plan (over a safety limit) is saved too, with status `refused`: the report
-    shows what would have happened and why it was stopped. A large root is planned by
-    `processes` processes (default `shard.process_count()`).
+    shows what would have happened and why it was stopped.
     """
     if as_of.tzinfo is None:
         raise ArgumentError("as_of must be timezone-aware (UTC)")
-    if processes is None:
-        processes = process_count()
-    roots = root_snapshots(engine, policy, as_of, stores, processes)
+    roots = root_snapshots(engine, policy, as_of, stores)
     created_at = datetime.now(UTC)
     plan = build_plan(
         roots,

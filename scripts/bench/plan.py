@@ -241,13 +241,6 @@ def _maxrss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and of the children it has waited for (the plan's
-    range workers: `plan.shard`)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
-
-
 def _build(engine: Any, policy: Any) -> Any:
     """What `make_plan` does before saving (the policy is loaded by the caller, untimed)."""
     from governance.catalog.plans import new_plan_id
@@ -255,16 +248,10 @@ def _build(engine: Any, policy: Any) -> Any:
     from governance.plan.service import root_snapshots
 
     now = datetime.now(UTC)
-    roots = root_snapshots(engine, policy, AS_OF, None, _processes())
+    roots = root_snapshots(engine, policy, AS_OF)
     return build_plan(
         roots, policy, AS_OF, plan_id=new_plan_id(now), created_by="bench", created_at=now
     )
-
-
-def _processes() -> int:
-    from governance.plan.shard import process_count
-
-    return process_count()
 
 
 def _load_policy(policy_path: Path) -> Any:
@@ -293,7 +280,7 @@ def run_phase(phase: str, path: Path, policy_path: Path) -> dict[str, Any]:
     policy = _load_policy(policy_path)  # with the planner's imports: not timed
     out: dict[str, Any] = {"phase": phase, "baseline_rss_kib": _maxrss_kib()}
     start = time.perf_counter()
-    cpu = _cpu()
+    cpu = time.process_time()
     if phase in ("read", "stream"):
         count = 0
         reader = iter_live_objects if phase == "read" else stream_live_objects
@@ -301,21 +288,19 @@ def run_phase(phase: str, path: Path, policy_path: Path) -> dict[str, Any]:
             count += 1
         out["objects"] = count
         out["seconds"] = time.perf_counter() - start
-        out["cpu_seconds"] = _cpu() - cpu
+        out["cpu_seconds"] = time.process_time() - cpu
     elif phase == "plan":
         plan = _build(engine, policy)
         out["build_seconds"] = time.perf_counter() - start
-        out["build_cpu_seconds"] = _cpu() - cpu
+        out["build_cpu_seconds"] = time.process_time() - cpu
         out["build_rss_kib"] = _maxrss_kib()
-        out["worker_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        out["processes"] = _processes()
         t = time.perf_counter()
-        c = _cpu()
+        c = time.process_time()
         save_plan(engine, plan)
         out["save_seconds"] = time.perf_counter() - t
-        out["save_cpu_seconds"] = _cpu() - c
+        out["save_cpu_seconds"] = time.process_time() - c
         out["seconds"] = time.perf_counter() - start
-        out["cpu_seconds"] = _cpu() - cpu
+        out["cpu_seconds"] = time.process_time() - cpu
         out["objects"] = _live_count(engine, root.id)
         s = plan.summary
         out.update(
