@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import chain, repeat
 from operator import attrgetter
+from os.path import commonprefix
 
 from governance.model.types import Artifact, CatalogObject, Run
 from governance.plan.selectors import human_age, tags_match
@@ -61,7 +62,9 @@ def protection(
             candidates = [uri, uri.rstrip("/")]
             candidates += [prefix + o.key for o in objects]
             for pattern in patterns:
-                if any(glob_match(pattern, c) for c in candidates):
+                # a match starts with the glob's literal head: most candidates fail that
+                head = _head(pattern)
+                if any(c.startswith(head) and glob_match(pattern, c) for c in candidates):
                     return f"under protected path {pattern}"
     if _LOCK_FIELDS or any(type(o) is not CatalogObject for o in objects):
         for o in objects:
@@ -94,10 +97,16 @@ def _may_match(pattern: str, prefix: str, uri: str) -> bool:
 
 def _may_match_under(pattern: str, prefix: str) -> bool:
     """Whether some string starting with `prefix` may match the glob, by its literal head."""
+    head = _head(pattern)
+    return head.startswith(prefix) or prefix.startswith(head)
+
+
+def _head(pattern: str) -> str:
+    """`_literal_head`, once per pattern."""
     head = _HEADS.get(pattern)
     if head is None:
         head = _HEADS[pattern] = _literal_head(pattern)
-    return head.startswith(prefix) or prefix.startswith(head)
+    return head
 
 
 _HEADS: dict[str, str] = {}
@@ -109,7 +118,9 @@ class Protector:
     protected path of this root), and those cost a few comparisons; any other goes
     through `protection` itself, so the answer is always its answer."""
 
-    __slots__ = ("_as_of", "_locks", "_paths", "_protect", "_root_url", "_tags", "min_age")
+    __slots__ = (
+        "_as_of", "_locks", "_paths", "_patterns", "_protect", "_root_url", "_tags", "min_age",
+    )  # fmt: skip
 
     def __init__(self, protect: Protect, root_url: str, as_of: datetime) -> None:
         self._protect = protect
@@ -118,18 +129,22 @@ class Protector:
         self._root_url = root_url
         self._tags = bool(protect.tags)
         self._locks = _LOCK_FIELDS
-        # True: some protected path may match under this root, test them all as
-        # `protection` does; None: none can match an artifact whose key is not empty.
+        # True: some protected path may match under this root (`_patterns`: those), and
+        # an artifact is looked at by its own URI; None: none can match an artifact
+        # whose key is not empty.
         self._paths: bool | None = False
+        self._patterns = [p for p in protect.paths if _may_match_under(p, root_url)]
         if protect.paths:
-            under = any(_may_match_under(p, root_url) for p in protect.paths)
-            self._paths = True if under else None
+            self._paths = True if self._patterns else None
 
     def __call__(self, art: Artifact, uri: str, age: timedelta) -> str | None:
         """The reason the artifact (of this root, at `uri`, `age` old) is protected, or None."""
-        if age < self._protect.min_age or self._paths or self._locks:
+        if age < self._protect.min_age or self._locks:
             return protection(self._protect, art, uri, age, self._as_of)
-        if self._paths is None and not uri.rstrip("/").startswith(self._root_url):
+        if self._paths:
+            if self._paths_may_match(art, uri):
+                return protection(self._protect, art, uri, age, self._as_of)
+        elif self._paths is None and not uri.rstrip("/").startswith(self._root_url):
             return protection(self._protect, art, uri, age, self._as_of)  # an empty key
         tags = self._tags
         for o in art.objects:
@@ -137,21 +152,45 @@ class Protector:
                 return protection(self._protect, art, uri, age, self._as_of)
         return None
 
+    def _paths_may_match(self, art: Artifact, uri: str) -> bool:
+        """False only when no protected path can match the artifact: when its members are
+        under its key, `protection`'s candidates all start with its URI (without a
+        trailing '/'), and no glob's literal head agrees with that."""
+        base = uri.rstrip("/")
+        stem = art.key.rstrip("/")
+        if not stem or not base.endswith(stem):
+            return True
+        keys = [o.key for o in art.objects]
+        if not all(map(str.startswith, keys, repeat(stem, len(keys)))):
+            return True
+        return any(_may_match_under(p, base) for p in self._patterns)
+
     def by_age_alone(self, artifacts: Sequence[Artifact]) -> bool:
         """Whether, for every one of `artifacts` (of this root), the answer depends on its
         age alone: None when it is at least `min_age` old (the caller then need not ask).
 
         Asked once per group, in C (no loop per artifact or object here): no protected
-        path can match under the root, no artifact key is empty, the objects carry no
-        tags that could match (when tags are protected) and no lock fields.
+        path can match under the root (or under what every key of the group starts
+        with), no artifact key is empty, the objects carry no tags that could match (when
+        tags are protected) and no lock fields.
         """
-        if self._paths or self._locks:
+        if self._locks:
             return False
-        if self._paths is None and self._root_url.endswith("/"):
+        objects = list(chain.from_iterable(map(_OBJECTS, artifacts)))
+        if self._paths:
+            # Every candidate `protection` matches globs against starts with the root and
+            # the common part of the keys: a glob whose literal head leads elsewhere
+            # matches none of them.
+            keys = [*map(_KEY, artifacts), *map(_KEY, objects)]
+            # characters, not path parts: a glob head may end inside a folder name
+            common = commonprefix([min(keys), max(keys)]) if keys else ""  # noqa: RUF071
+            base = self._root_url + common.rstrip("/")
+            if any(_may_match_under(p, base) for p in self._patterns):
+                return False
+        elif self._paths is None and self._root_url.endswith("/"):
             keys = list(map(_KEY, artifacts))
             if not all(map(str.rstrip, keys, repeat("/", len(keys)))):
                 return False  # an empty key: `__call__` looks at the URI
-        objects = list(chain.from_iterable(map(_OBJECTS, artifacts)))
         if self._tags and any(map(_TAGS, objects)):
             return False
         return not objects or set(map(type, objects)) == {CatalogObject}

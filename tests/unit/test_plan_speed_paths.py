@@ -125,7 +125,11 @@ def test_a_text_is_its_own_sort_key_only_when_both_encoders_agree(chars: list[st
 
 # ----------------------------------------------------------------------------- protection
 
-_KEYS = st.sampled_from(["runs/a/c1/", "runs/a/c2/w.bin", "releases/v1/", "", "/", "x"])
+_KEYS = st.sampled_from(
+    ["runs/a/c1/", "runs/a/c2/w.bin", "releases/v1/", "releases/v1/w.bin", "releases", "", "/", "x"]
+)
+_MEMBER_KEYS = st.sampled_from(["", "", "", "releases/v2/", "runs/b/"])
+"""What a member's key starts with instead of its artifact's (mostly: nothing else)."""
 
 
 @st.composite
@@ -135,7 +139,7 @@ def _artifacts(draw: st.DrawFn) -> list[tuple[Artifact, timedelta]]:
         key = draw(_KEYS)
         objs = [
             CatalogObject(
-                key + f"f{i}",
+                (draw(_MEMBER_KEYS) or key) + f"f{i}",
                 1,
                 AS_OF,
                 '"e"',
@@ -153,7 +157,16 @@ def _artifacts(draw: st.DrawFn) -> list[tuple[Artifact, timedelta]]:
 @given(
     _artifacts(),
     st.sampled_from([ROOT, "s3://other/", "s3://ml-artifacts", "file:///data/"]),
-    st.sampled_from([[], ["s3://ml-artifacts/releases/**"], ["s3://elsewhere/**"]]),
+    st.sampled_from(
+        [
+            [],
+            ["s3://ml-artifacts/releases/**"],
+            ["s3://elsewhere/**"],
+            ["s3://ml-artifacts/runs/*/c?/**", "s3://ml-artifacts/rel*"],
+            ["s3://ml-artifacts/releases/v1"],
+            ["s3://ml-artifacts/[r]uns/**"],
+        ]
+    ),
     st.sampled_from([{}, {"retain": "true"}, {"legal-hold": "*"}]),
 )
 def test_a_group_protected_by_age_alone_is_as_protection_says(
@@ -168,6 +181,20 @@ def test_a_group_protected_by_age_alone_is_as_protection_says(
         assert protector(art, uri, age) == plain
         if by_age and age >= protector.min_age:
             assert plain is None
+
+
+def test_a_member_under_a_protected_path_protects_an_artifact_keyed_elsewhere() -> None:
+    # The quick look at an artifact's own URI must not miss a member outside its key.
+    protect = Protect(min_age=timedelta(days=3), paths=[f"{ROOT}releases/**"])
+    member = CatalogObject("releases/v2/w.bin", 1, AS_OF, '"e"')
+    art = Artifact("runs/a/c1/", Kind.OTHER, "file", [member], (Component.OTHER,))
+    protector = Protector(protect, ROOT, AS_OF)
+    age = timedelta(days=10)
+    assert protection(protect, art, ROOT + art.key, age, AS_OF) is not None
+    assert protector(art, ROOT + art.key, age) == protection(
+        protect, art, ROOT + art.key, age, AS_OF
+    )
+    assert not protector.by_age_alone([art])
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -309,4 +336,3 @@ def test_a_tier_rule_keeps_or_deletes_every_checkpoint_it_owns(
             if d.artifact.kind is Kind.CHECKPOINT and d.rule in tiered:
                 deletes = any(a.action is ActionType.DELETE for a in d.actions)
                 assert (d.kept is not None) != deletes
-
