@@ -32,6 +32,12 @@ the catalog's."
    - *raw read*: `stream_live_objects(engine, root_id)`, the same objects read straight
      from the DBAPI cursor, as the planner itself reads them (about twice as fast): the
      strictest reference, so the build is judged against both;
+   - *floor*: the least work any plan of this shape takes in this design, with no
+     classification, rule or cost in it: the raw read, objects grouped by folder, one
+     `PlannedAction` (with an `ObjectRef` per object) per folder, and the fingerprint of
+     those actions, with the garbage collector off. It shows how much
+     of the build is the planner's logic and how much is holding a plan of half a million
+     actions as Python objects at all;
    - *plan*: what `plan.service.make_plan` does with the example policy
      (`policies/retention.yaml` with its storage pointed at the root) at `AS_OF`:
      `root_snapshots` + `build_plan` (classification streamed from the catalog, then
@@ -57,6 +63,7 @@ Exit status: 0, even when the target is missed; 1 when a phase failed; 2 on bad 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -254,6 +261,45 @@ def _build(engine: Any, policy: Any) -> Any:
     )
 
 
+def _floor(engine: Any, root_id: int) -> int:
+    """The floor phase (see the module docstring); returns how many actions it made."""
+    from governance.catalog.queries import stream_live_objects
+    from governance.plan.fingerprint import fingerprint
+    from governance.plan.types import ActionType, ArtifactRef, ObjectRef, PlannedAction
+
+    actions: list[Any] = []
+    delete = ActionType.DELETE
+
+    def act(folder: str, members: list[Any]) -> None:
+        ref = ArtifactRef(ROOT_URL + folder, "checkpoint", None, None, ROOT_URL)
+        objects = [
+            ObjectRef(ROOT_URL + o.key, o.key, o.size, o.etag, o.last_modified,
+                      o.storage_class, o.version_id, o.upload_id)
+            for o in members
+        ]  # fmt: skip
+        actions.append(
+            PlannedAction(0, "floor", None, delete, True, ref, objects, "floor", None, None)
+        )
+
+    gc.disable()  # the least it can cost: no collection at all (the build freezes, see build)
+    try:
+        folder, members = "", []
+        for o in stream_live_objects(engine, root_id):
+            key = o.key
+            here = key[: key.rfind("/") + 1]
+            if here != folder:
+                if members:
+                    act(folder, members)
+                folder, members = here, []
+            members.append(o)
+        if members:
+            act(folder, members)
+        fingerprint(actions, [])
+    finally:
+        gc.enable()
+    return len(actions)
+
+
 def _load_policy(policy_path: Path) -> Any:
     """The policy, with the planner's modules imported (neither is timed: `make_plan`
     gets a loaded policy). `normalize_url` imports fsspec on first use: done here too."""
@@ -289,6 +335,12 @@ def run_phase(phase: str, path: Path, policy_path: Path) -> dict[str, Any]:
         out["objects"] = count
         out["seconds"] = time.perf_counter() - start
         out["cpu_seconds"] = time.process_time() - cpu
+    elif phase == "floor":
+        actions = _floor(engine, root.id)
+        out["seconds"] = time.perf_counter() - start
+        out["cpu_seconds"] = time.process_time() - cpu
+        out["objects"] = _live_count(engine, root.id)
+        out["actions"] = actions
     elif phase == "plan":
         plan = _build(engine, policy)
         out["build_seconds"] = time.perf_counter() - start
@@ -410,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = work / f"catalog-{os.getpid()}.db"
     reads: list[tuple[dict[str, Any], int]] = []
     streams: list[tuple[dict[str, Any], int]] = []
+    floors: list[tuple[dict[str, Any], int]] = []
     plans: list[tuple[dict[str, Any], int]] = []
     try:
         for i in range(1, args.repeat + 1):
@@ -421,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"read: {read_rss[0]['seconds']:.2f} s, peak RSS {read_rss[1] / 1024:.0f} MB")
             streams.append(fast := _child("stream", path, policy_path))
             log(f"raw read: {fast[0]['seconds']:.2f} s")
+            floors.append(least := _child("floor", path, policy_path))
+            log(f"floor: {least[0]['seconds']:.2f} s ({least[0]['actions']:,} actions)")
             log(f"plan {i}/{args.repeat} ...")
             plans.append(done := _child("plan", scratch, policy_path))
             log(f"plan: build {done[0]['build_seconds']:.2f} s + save "
@@ -433,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         policy_path.unlink(missing_ok=True)
     read, read_rss = min(reads, key=lambda r: r[0]["seconds"])
     raw, raw_rss = min(streams, key=lambda r: r[0]["seconds"])
+    floor, floor_rss = min(floors, key=lambda r: r[0]["seconds"])
     plan, plan_rss = min(plans, key=lambda r: r[0]["build_seconds"])
 
     build_ratio = plan["build_seconds"] / read["seconds"]
@@ -478,6 +534,17 @@ def main(argv: list[str] | None = None) -> int:
             reference="raw read",
             target=f"<= {TARGET_RATIO:g}x raw read",
             target_met=raw_ratio <= TARGET_RATIO,
+        ),
+        Row(
+            "floor (read, group, hold actions)",
+            floor["seconds"],
+            floor["objects"],
+            floor_rss / 1024,
+            ratio=floor["seconds"] / raw["seconds"],
+            reference="raw read",
+            extra={"cpu_seconds": floor["cpu_seconds"], "actions": floor["actions"]},
+            note=f"{floor['actions']:,} actions, no planning logic; build = "
+            f"{plan['build_seconds'] / floor['seconds']:.2f}x this",
         ),
         Row("plan save (save_plan)", plan["save_seconds"], None, None, note="into a scratch copy"),
         Row(
