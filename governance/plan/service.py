@@ -10,7 +10,7 @@ catalog's cache) and stores what it returns. It never writes to storage.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from governance.catalog.derived import CachedMetaReader, classify_stream, refres
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError
+from governance.model.types import Group
 from governance.plan.build import RootSnapshot, build_plan
 from governance.storage import normalize_url
 
@@ -69,7 +70,7 @@ def root_snapshots(
             engine, root.id, url, {k: v for k, v in connection.items() if v}, store=store
         )
         reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
-        groups = classify_stream(engine, root.id, options, reader)
+        groups = _closing(classify_stream(engine, root.id, options, reader), reader)
         snapshots.append(
             RootSnapshot(
                 url=url,
@@ -80,6 +81,16 @@ def root_snapshots(
             )
         )
     return snapshots
+
+
+def _closing(groups: Iterator[Group], reader: CachedMetaReader) -> Iterator[Group]:
+    """`groups`, then the reader's connection back to the pool, when the stream ends or is
+    dropped: classification holds the reader in a reference cycle, and left to the cyclic
+    collector the connection stayed checked out (on PostgreSQL, idle in a transaction)."""
+    try:
+        yield from groups
+    finally:
+        reader.close()
 
 
 def make_plan(
