@@ -61,7 +61,7 @@ def test_a_plan_returns_its_connections(
     engine, policy_path = _scanned(tmp_path, catalog_url)
     plan = make_plan(engine, load_policy(policy_path), AS_OF, actor="tester")
     assert plan.actions  # the tree was planned, metadata read through the cache
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]  # QueuePool
     engine.dispose()
 
 
@@ -75,5 +75,5 @@ def test_explain_returns_its_connections(
     # `explain` stops reading groups once it has found the artifact
     found = explain_uri(engine, load_policy(policy_path), AS_OF, uri)
     assert found.uri == uri
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]  # QueuePool
     engine.dispose()
