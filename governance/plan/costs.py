@@ -35,10 +35,12 @@ MIN_TRANSITION_BYTES: dict[str, int] = {
     "STANDARD_IA": 128 * 1024,
     "ONEZONE_IA": 128 * 1024,
     "GLACIER_IR": 128 * 1024,
-    "GLACIER": 40 * 1024,
-    "DEEP_ARCHIVE": 40 * 1024,
+    "GLACIER": 128 * 1024,  # bills at least 40 KB, plus 40 KB of index and metadata
+    "DEEP_ARCHIVE": 128 * 1024,
 }
-"""Minimum billable object size by class: smaller objects cost more there than they save."""
+"""Objects under this size stay where they are: every class that bills a minimum size
+(or a monitoring fee) is left alone below 128 KiB, as S3 lifecycle does by default;
+smaller objects cost more there, with the transition request, than they save."""
 
 TRANSITION_USD_PER_1000: dict[str, float] = {
     "INTELLIGENT_TIERING": 0.01,

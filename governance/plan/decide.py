@@ -487,6 +487,7 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     decider = ctx.decider
     texts = decider.unkept_texts(rule, otherwise)  # by step: `unkept` for a new step only
     name = rule.name
+    best_of_run = _best_of_run(rule, members, run, ctx.written) if otherwise == "delete" else {}
     for d in members:
         art = d.artifact
         picks = chosen.get(art.key, _NONE)
@@ -503,10 +504,36 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
             reason = (texts.get(step) if step is not None else None) or decider.unkept(
                 rule, art, names, otherwise
             )
-            if otherwise == "delete":
+            guarded = best_of_run.get(art.key)
+            if guarded is not None:  # invariant 7, past a `best` tier's max_age
+                tier_name, why = guarded
+                d.keep(name, tier_name, _WHOLE, f"invariant 7: {why} of all the run's "
+                       f"checkpoints (the {tier_name} tier keeps best), kept whole instead "
+                       f"of: {reason}")  # fmt: skip
+            elif otherwise == "delete":
                 _action(ctx, d, name, None, _DELETE, art.objects, reason)
             else:
                 d.keep(name, None, _RULE_KEEPS, reason)
+
+
+def _best_of_run(
+    rule: Rule, members: list[Decision], run: Run | None, when: tiering.Written
+) -> dict[str, tuple[str, str]]:
+    """Invariant 7: the run's best checkpoint by the metric of each tier that keeps `best`
+    within a `max_age` (such a tier only sees its window), by key -> (tier, why). A tier
+    without `max_age` sees every checkpoint and selects the best itself."""
+    out: dict[str, tuple[str, str]] = {}
+    assert rule.tiers is not None
+    for tier in rule.tiers:
+        metric = tier.best_metric
+        if "best" not in tier.keep or metric is None or tier.max_age is None:
+            continue
+        found = tiering.best_checkpoint(
+            [d.artifact for d in members], metric.name, metric.mode, run, when
+        )
+        if found is not None:
+            out.setdefault(found[0].key, (tier.name, found[1]))
+    return out
 
 
 def _deletes(d: Decision) -> bool:

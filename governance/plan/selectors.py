@@ -69,7 +69,7 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
     if sel.run is not None and (s.run is None or not glob_match(sel.run, s.run.name)):
         name = s.run.name if s.run is not None else "(no run)"
         return f"run {name} does not match {sel.run}"
-    if sel.path is not None and not glob_match(sel.path, s.uri):
+    if sel.path is not None and not _path_matches(sel.path, s.uri):
         return f"path does not match {sel.path}"
     if sel.run_status is not None and s.run_status not in sel.run_status:
         wanted = "/".join(r.value for r in sel.run_status)
@@ -95,6 +95,16 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
         if not any(storage_class_of(o.storage_class) in wanted_classes for o in art.objects):
             return f"no object in {'/'.join(sorted(wanted_classes))}"
     return None
+
+
+def _path_matches(pattern: str, uri: str) -> bool:
+    """Whether the glob matches the artifact's URL, with or without the trailing '/' of a
+    folder (as `protect.paths` does: `runs/*/checkpoint-*` names checkpoint folders).
+    Its member files' URLs are not tried: a rule acts on the whole artifact."""
+    if glob_match(pattern, uri):
+        return True
+    bare = uri.rstrip("/")
+    return bare != uri and glob_match(pattern, bare)
 
 
 def run_matches(sel: Selector, run: Run | None) -> bool:

@@ -78,10 +78,13 @@ def _tier_select(
     run: Run | None,
     at: Written,
     ordered: list[Artifact] | None = None,
+    final: Artifact | None = None,
 ) -> dict[str, list[str]]:
     """checkpoint key -> why this tier selects it (several keys: several reasons).
 
-    `ordered`: the candidates newest first (by `order_key`), when the caller has them."""
+    `ordered`: the candidates newest first (by `order_key`), when the caller has them;
+    `final`: the run's final checkpoint (the newest of all, when the run is completed),
+    which the tier keeps only when it is among its candidates."""
     chosen: dict[str, list[str]] = {}
     if not candidates:
         return chosen
@@ -118,9 +121,13 @@ def _tier_select(
         for step, c in buckets.values():
             add(c, f"step {step} is kept as the newest in bucket {_bucket_range(step, k)}")
     for count, period, fmt in (
-        (tier.keep_daily, "day", lambda d: d.strftime("%Y-%m-%d")),
-        (tier.keep_weekly, "ISO week", lambda d: "{}-W{:02d}".format(*d.isocalendar()[:2])),
-    ):
+        (tier.keep_daily, "day", lambda d: d.astimezone(UTC).strftime("%Y-%m-%d")),
+        (
+            tier.keep_weekly,
+            "ISO week",
+            lambda d: "{}-W{:02d}".format(*d.astimezone(UTC).isocalendar()[:2]),
+        ),
+    ):  # UTC days and weeks, whatever zone a time was given in
         if count is None:
             continue
         key = order_key(candidates, at)
@@ -134,8 +141,8 @@ def _tier_select(
             add(
                 c, f"{_label(c)} is the newest of {period} {label} (one of the {count} most recent)"
             )
-    if "final" in tier.keep and run is not None and run.status is RunStatus.COMPLETED:
-        add(ordered[0], f"{_label(ordered[0])} is the final checkpoint of the completed run")
+    if "final" in tier.keep and final is not None and any(c is final for c in candidates):
+        add(final, f"{_label(final)} is the final checkpoint of the completed run")
     if "best" in tier.keep and tier.best_metric is not None:
         best = best_checkpoint(candidates, tier.best_metric.name, tier.best_metric.mode, run, at)
         if best is not None:
@@ -190,6 +197,13 @@ def select(
     ranked: list[Artifact] | None = None
     if len(checkpoints) > 1 and all(c.step is not None for c in checkpoints):
         ranked = sorted(checkpoints, key=order_key(checkpoints, at), reverse=True)
+    final = None
+    if (
+        run is not None
+        and run.status is RunStatus.COMPLETED
+        and any("final" in t.keep for t in tiers)
+    ):
+        final = ranked[0] if ranked is not None else newest(checkpoints, at)
     for index, tier in enumerate(tiers):
         ordered = ranked
         if tier.max_age is None:
@@ -199,7 +213,7 @@ def select(
             if ranked is not None and len(candidates) < len(checkpoints):
                 window = {id(c) for c in candidates}
                 ordered = [c for c in ranked if id(c) in window]
-        chosen = _tier_select(tier, candidates, run, at, ordered)
+        chosen = _tier_select(tier, candidates, run, at, ordered, final)
         for key, whys in chosen.items():
             out.picks.setdefault(key, []).append((index, "; ".join(whys)))
         if not trace:

@@ -186,13 +186,26 @@ def _message(err: Any, loc: Loc) -> str:
         return f"missing required key {key!r}"
     if kind in ("model_type", "dict_type") and isinstance(err.get("input"), list | str | int):
         return f"expected a mapping, got {_type_name(err['input'])}"
+    if kind in _STRICT_TYPES and "input" in err:
+        value = err["input"]
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        return f"expected {_STRICT_TYPES[kind]}, got {_type_name(value)} {shown}"
     for prefix in _VALUE_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
 
 
+_STRICT_TYPES = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "bool_type": "true or false",
+}
+"""What a number or switch must be written as (a quoted "5" or a true is not coerced)."""
+
+
 def _type_name(value: Any) -> str:
-    return {list: "a list", str: "a string", int: "a number"}.get(type(value), type(value).__name__)
+    names = {list: "a list", str: "a string", int: "a number", bool: "a boolean", float: "a number"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _allowed_keys(loc: Loc) -> list[str]:

@@ -1,6 +1,7 @@
 """Typed, validated models of every block of the policy language (spec/policy.md).
 
-Every model forbids unknown keys (selectors gather layout placeholders instead). Durations
+Numbers and booleans are strict (`keep_last: true` or `"5000"` is a type error, not 1 or
+5000; an integer is a valid float). Every model forbids unknown keys (selectors gather layout placeholders instead). Durations
 are `timedelta`, sizes `int` bytes; both serialize back to short strings. Cross-field
 errors carry a `subloc` so the loader can name the exact key (see `fields.fail`).
 """
@@ -55,7 +56,7 @@ class StorageRoot(PolicyModel):
     endpoint_url: str | None = None
     profile: str | None = None
     region: str | None = None
-    concurrency: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1, strict=True)
 
 
 class RunStatusConfig(PolicyModel):
@@ -119,11 +120,11 @@ class Tier(PolicyModel):
     """One retention tier: several keep keys select the union (restic-style buckets)."""
 
     name: str = Field(min_length=1)
-    keep_last: int | None = Field(default=None, ge=1)
+    keep_last: int | None = Field(default=None, ge=1, strict=True)
     max_age: PositiveDuration | None = None
-    keep_every_steps: int | None = Field(default=None, ge=1)
-    keep_daily: int | None = Field(default=None, ge=1)
-    keep_weekly: int | None = Field(default=None, ge=1)
+    keep_every_steps: int | None = Field(default=None, ge=1, strict=True)
+    keep_daily: int | None = Field(default=None, ge=1, strict=True)
+    keep_weekly: int | None = Field(default=None, ge=1, strict=True)
     keep: tuple[Literal["final", "best"], ...] = ()
     best_metric: BestMetric | None = None
     keep_components: tuple[Component, ...] | None = None
@@ -255,8 +256,8 @@ class Approval(PolicyModel):
     """Who must approve what before apply; `mode: notice` applies after a notice period."""
 
     require_for: Annotated[tuple[ActionName, ...], BeforeValidator(as_tuple)] = DESTRUCTIVE_ACTIONS
-    approvers: int = Field(default=1, ge=1)
-    allow_self_approval: bool = False
+    approvers: int = Field(default=1, ge=1, strict=True)
+    allow_self_approval: bool = Field(default=False, strict=True)
     expires_after: PositiveDuration = timedelta(hours=72)
     mode: Literal["approve", "notice"] = "approve"
     notice_period: PositiveDuration = timedelta(days=7)
@@ -271,7 +272,7 @@ class ApplyConfig(PolicyModel):
     delete_mode: Literal["quarantine", "versioned", "permanent"] = "quarantine"
     quarantine_url: FolderUrl | None = None
     quarantine_for: PositiveDuration = timedelta(days=14)
-    concurrency: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1, strict=True)
 
     def quarantine_url_for(self, root_url: str) -> str:
         """Where a root's deletes go: the top of its bucket, or beside a local root folder."""
@@ -288,12 +289,12 @@ class Safety(PolicyModel):
     """A plan above either limit is refused, never trimmed."""
 
     max_delete_bytes: Size | None = None
-    max_delete_fraction: float = Field(default=0.5, gt=0, le=1)
+    max_delete_fraction: float = Field(default=0.5, gt=0, le=1, strict=True)
 
 
 class Budget(PolicyModel):
     select: Selector = Field(default_factory=Selector)
-    monthly_usd: float = Field(gt=0)
+    monthly_usd: float = Field(gt=0, strict=True)
     name: str | None = None
 
 
@@ -340,7 +341,9 @@ class Policy(PolicyModel):
     approval: Approval = Field(default_factory=Approval)
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     safety: Safety = Field(default_factory=Safety)
-    pricing: dict[StorageClassName, float] = Field(default_factory=dict)
+    pricing: dict[StorageClassName, Annotated[float, Field(strict=True)]] = Field(
+        default_factory=dict
+    )
     budgets: tuple[Budget, ...] = ()
     notify: tuple[NotifyTarget, ...] = ()
 

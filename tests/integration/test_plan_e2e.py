@@ -501,7 +501,7 @@ VALIDATION_CASES = [
     ),
     pytest.param(
         "approval:\n  approvers: two\n",
-        "6:14: approval.approvers: Input should be a valid integer",
+        "6:14: approval.approvers: expected a whole number, got a string",
         id="wrong-type",
     ),
     pytest.param(

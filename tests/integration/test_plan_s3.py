@@ -51,13 +51,14 @@ UPLOAD_KEY = "scratch/shard-00042.tar"
 def s3_writer(client: Any, bucket: str) -> Writer:
     """Upload each object with `put_object` (the mtime cannot be set: S3 stamps it).
 
-    Weight files are padded to 48 KiB so that they are above DEEP_ARCHIVE's minimum
-    billable size (40 KiB) and the archive is really planned.
+    Weight files are padded to 128 KiB so that they are not under the size below which
+    no object is moved to a class that bills a minimum size, and the archive to
+    DEEP_ARCHIVE is really planned.
     """
 
     def write(key: str, content: bytes, mtime: datetime | None) -> None:
         if key.endswith(BIG_WEIGHTS):
-            content = content.ljust(48 * KIB, b"\0")
+            content = content.ljust(128 * KIB, b"\0")
         client.put_object(Bucket=bucket, Key=key, Body=content)
 
     return write

@@ -191,13 +191,15 @@ def _select_tier_by_tier(
     """`tiers.select` as it was: each tier filters by subtracting ages, and sorts alone."""
     r = run("a", status, artifacts=ckpts)
     at = tiering.written(ckpts)
+    # the run's final checkpoint: the newest of all, whatever a tier's window
+    final = tiering.newest(ckpts, at) if status is RunStatus.COMPLETED else None
     picks: dict[str, list[tuple[int, str]]] = {}
     for index, tier in enumerate(tiers):
         if tier.max_age is None:
             candidates = list(ckpts)
         else:
             candidates = [c for c in ckpts if as_of - at[id(c)] <= tier.max_age]
-        for key, whys in tiering._tier_select(tier, candidates, r, at).items():
+        for key, whys in tiering._tier_select(tier, candidates, r, at, None, final).items():
             picks.setdefault(key, []).append((index, "; ".join(whys)))
     return picks
 

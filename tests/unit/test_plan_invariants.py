@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from governance.model.types import Artifact, Group, Kind, RunStatus
 from governance.plan.build import build_plan
 from governance.plan.types import ActionType, Plan
+from governance.policy import load_policy_text
 from governance.policy.models import Policy
 from tests.unit.plan_factories import (
     AS_OF,
+    EXAMPLE_POLICY_PATH,
     ROOT,
     checkpoint,
     example_policy,
@@ -138,10 +140,22 @@ def test_invariant_6_determinism_under_shuffled_input(
     assert _canonical(first) == _canonical(second)
 
 
+def _best_within(days: int) -> Policy:
+    """The example policy with a `max_age` on the tier that keeps `best`: that tier sees
+    only its window, and invariant 7 must hold beyond it."""
+    text = EXAMPLE_POLICY_PATH.read_text(encoding="utf-8")
+    marker = "        best_metric: {name: eval_loss, mode: min}\n"
+    assert marker in text
+    return load_policy_text(text.replace(marker, marker + f"        max_age: {days}d\n"))
+
+
+WINDOWED_BEST = _best_within(20)
+
+
 @SETTINGS
-@given(root_groups())
-def test_invariant_7_best_checkpoint_is_never_deleted(groups: list[Group]) -> None:
-    plan = make_plan(groups, POLICY)
+@given(root_groups(), st.sampled_from(["example", "windowed best"]))
+def test_invariant_7_best_checkpoint_is_never_deleted(groups: list[Group], which: str) -> None:
+    plan = make_plan(groups, POLICY if which == "example" else WINDOWED_BEST)
     for g in _live_groups(groups):
         scored = [a for a in _complete(g) if "eval_loss" in a.metrics]
         if not scored:

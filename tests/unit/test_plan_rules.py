@@ -444,3 +444,56 @@ def test_artifacts_no_rule_matches_are_not_listed_unless_checkpoints() -> None:
     assert kept is not None
     assert kept.how is KeptHow.NO_RULE
     assert kept.reason == "no rule matches"
+
+
+@pytest.mark.parametrize("target", ["GLACIER", "DEEP_ARCHIVE", "STANDARD_IA", "GLACIER_IR"])
+def test_objects_under_128_kib_are_not_transitioned_to_a_class_with_a_minimum(target: str) -> None:
+    body = f"""
+rules:
+  - name: logs
+    select: {{kind: log}}
+    transition: [{{after: 14d, storage_class: {target}}}]
+"""
+    small = single("runs/a/logs/small.log", Kind.LOG, 100 * KiB, 30, run_key=R)
+    large = single("runs/a/logs/large.log", Kind.LOG, 128 * KiB, 30, run_key=R)
+    plan = make_plan([group("a", [small, large])], policy(body))
+    assert kinds(plan, small.key) == []
+    assert [a.storage_class for a in actions_for(plan, large.key)] == [target]
+
+
+def test_the_path_selector_names_a_checkpoint_folder_without_its_slash() -> None:
+    # As protect.paths does: `.../checkpoint-*` names the folder `.../checkpoint-100/`.
+    body = """
+rules:
+  - name: ours
+    select: {kind: checkpoint, path: "s3://ml-artifacts/runs/*/checkpoint-*"}
+    tiers:
+      - {name: all, keep_last: 1000}
+    otherwise: keep
+  - name: old-stuff
+    select: {older_than: 5d}
+    expire: {after: 5d}
+"""
+    cks = [checkpoint(R, s, 10) for s in (100, 200)]
+    plan = make_plan([group("a", cks)], policy(body))
+    for ck in cks:
+        assert kinds(plan, ck.key) == []
+        found = kept_for(plan, ck.key)
+        assert found is not None
+        assert found.rule == "ours"
+
+
+def test_the_path_selector_does_not_match_an_artifact_by_a_member_file() -> None:
+    # A rule acts on whole artifacts: a glob on *.log must not select a checkpoint folder
+    # because one of its files is a log.
+    body = """
+rules:
+  - name: logs
+    select: {path: "s3://ml-artifacts/**/*.log"}
+    expire: {after: 1d}
+"""
+    ck = checkpoint(R, 100, 10)
+    ck.objects.append(single(R + "checkpoint-100/train.log", Kind.LOG, 10, 10).objects[0])
+    ck.roles = (*ck.roles, Component.OTHER)
+    plan = make_plan([group("a", [ck])], policy(body))
+    assert kinds(plan, ck.key) == []

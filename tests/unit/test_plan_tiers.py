@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from governance.model.types import Artifact, RunStatus
 from governance.plan.tiers import newest, select
@@ -114,3 +114,25 @@ def test_trace_explains_every_tier() -> None:
     outcome = select([tier], ckpts, None, AS_OF, trace=True)
     assert outcome.trace[ckpts[0].key] == [("recent", "not selected: older than max_age 30d")]
     assert outcome.trace[ckpts[1].key][0][1].startswith("selected: step 2 is one of the newest 1")
+
+
+def test_final_is_the_runs_final_checkpoint_only_within_the_window() -> None:
+    # The final (step 300) is outside the tier's 30 days; step 200, rewritten recently, is
+    # inside: it is not the final checkpoint and the `final` key must not claim it.
+    c100, c200, c300 = checkpoint(R, 100, 50), checkpoint(R, 200, 5), checkpoint(R, 300, 40)
+    done = run(R, RunStatus.COMPLETED)
+    windowed = Tier(name="fin", keep=["final"], max_age=timedelta(days=30))
+    assert select([windowed], [c100, c200, c300], done, AS_OF).picks == {}
+    plain = Tier(name="fin", keep=["final"])
+    out = select([plain], [c100, c200, c300], done, AS_OF)
+    assert list(out.picks) == [c300.key]
+    assert "final checkpoint of the completed run" in out.picks[c300.key][0][1]
+
+
+def test_days_and_weeks_are_utc_whatever_zone_a_time_is_given_in() -> None:
+    a, b = checkpoint(R, 1, 10), checkpoint(R, 2, 10)
+    plus5 = timezone(timedelta(hours=5))
+    for art, hour in ((a, 18), (b, 20)):  # 18:00 and 20:00 UTC of one day (the next day at +05)
+        for o in art.objects:
+            o.last_modified = datetime(2026, 11, 20, hour, tzinfo=UTC).astimezone(plus5)
+    assert list(select([Tier(name="d", keep_daily=2)], [a, b], None, AS_OF).picks) == [b.key]

@@ -189,9 +189,43 @@ def test_bad_size(tmp_path: Path) -> None:
 def test_wrong_type(tmp_path: Path) -> None:
     found = problems(tmp_path, "approval:\n  approvers: two\n  allow_self_approval: [x]\n")
     assert found == [
-        "6:14: approval.approvers: Input should be a valid integer, unable to parse string as an integer",
-        "7:24: approval.allow_self_approval: Input should be a valid boolean",
+        "6:14: approval.approvers: expected a whole number, got a string 'two'",
+        "7:24: approval.allow_self_approval: expected true or false, got a list ['x']",
     ]
+
+
+def test_numbers_and_switches_are_not_coerced(tmp_path: Path) -> None:
+    # A quoted number, a boolean count or a "yes" would silently change what is kept.
+    found = problems(
+        tmp_path,
+        """\
+        safety: {max_delete_fraction: "0.5"}
+        approval: {approvers: 2.0, allow_self_approval: "yes"}
+        pricing: {STANDARD: "0.023"}
+        rules:
+          - name: checkpoints
+            select: {kind: checkpoint}
+            tiers:
+              - {name: recent, keep_last: true, keep_every_steps: "5000"}
+            otherwise: delete
+        """,
+    )
+    assert found == [
+        "5:31: safety.max_delete_fraction: expected a number, got a string '0.5'",
+        "6:23: approval.approvers: expected a whole number, got a number 2.0",
+        "6:49: approval.allow_self_approval: expected true or false, got a string 'yes'",
+        "7:21: pricing.STANDARD: expected a number, got a string '0.023'",
+        "12:35: rules[0].tiers[0].keep_last: expected a whole number, got a boolean true",
+        "12:59: rules[0].tiers[0].keep_every_steps: expected a whole number, got a string '5000'",
+    ]
+
+
+def test_an_integer_is_a_valid_fraction_and_price(tmp_path: Path) -> None:
+    loaded = load_policy(
+        write(tmp_path, "safety: {max_delete_fraction: 1}\npricing: {STANDARD: 1}\n")
+    )
+    assert loaded.safety.max_delete_fraction == 1.0
+    assert loaded.price("STANDARD") == 1.0
 
 
 def test_block_given_as_list(tmp_path: Path) -> None:
