@@ -53,7 +53,7 @@ def _as_of_callback(_ctx: click.Context, _param: click.Parameter, value: str | N
         return datetime.now(UTC).replace(microsecond=0)
     try:
         return parse_as_of(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: out of range once in UTC
         raise click.BadParameter(
             f"{value!r} is not a time; use ISO 8601 such as 2026-12-01T00:00:00Z or 2026-12-01 "
             f"({exc})"
@@ -108,6 +108,8 @@ def plan(
     from governance.policy import load_policy
 
     out_fmt = format_for_path(out_path) if out_path is not None else None
+    if out_path is not None:
+        _check_writable(out_path)  # before anything is scanned or saved
     policy = load_policy(policy_path)
     stores = None if no_scan else _scan(app, policy)
     made = make_plan(app.engine, policy, as_of, actor=app.settings.identity, stores=stores)
@@ -150,6 +152,25 @@ def _print_plan(made: Plan, fmt: str) -> None:
     from governance.report import render
 
     click.echo(render(made, fmt), nl=False)
+
+
+def _check_writable(path: Path) -> None:
+    """`--out`'s folder exists (made if need be) and can be written to, else a bad
+    argument before any scan or plan: a plan saved and then reported as failed would
+    wait for approval unseen."""
+    import os
+
+    from governance.errors import ArgumentError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
+    if path.is_dir():
+        raise ArgumentError(f"--out {path}: is a folder, not a file")
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        raise ArgumentError(f"--out {path}: cannot write: permission denied")
 
 
 def _write_report(made: Plan, fmt: str, path: Path) -> None:

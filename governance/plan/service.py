@@ -55,8 +55,8 @@ def root_snapshots(
         if root is None or root.id is None or scan is None or scan.id is None:
             where = policy.source_path or "P"
             raise ArgumentError(
-                f"root {url} has not been scanned; run govern scan --policy {where} "
-                "or drop --no-scan"
+                f"root {url} has not been scanned; run govern scan --policy {where} first "
+                "(govern plan scans unless given --no-scan)"
             )
         store = (stores or {}).get(url)
         # Read the metadata files the cache lacks, in parallel, first (a read, never a

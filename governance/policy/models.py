@@ -58,6 +58,20 @@ class StorageRoot(PolicyModel):
     region: str | None = None
     concurrency: int | None = Field(default=None, ge=1, strict=True)
 
+    @field_validator("url")
+    @classmethod
+    def _usable(cls, url: str) -> str:
+        """A root the planner and scanner can open (a valid bucket name, an absolute
+        `file://` path, a known scheme): checked here so `policy validate` says so."""
+        from governance.errors import ArgumentError
+        from governance.storage import normalize_url
+
+        try:
+            normalize_url(url)
+        except ArgumentError as exc:
+            raise fail(str(exc)) from exc
+        return url
+
 
 class RunStatusConfig(PolicyModel):
     """Overrides of the built-in run status detection."""
@@ -359,6 +373,14 @@ class Policy(PolicyModel):
                     raise fail(f"duplicate storage name {root.name!r}", i, "name")
                 if root.url == other.url:
                     raise fail(f"root {root.url} is listed twice", i, "url")
+                if root.url.startswith(other.url) or other.url.startswith(root.url):
+                    inner, outer = sorted((root.url, other.url), key=len, reverse=True)
+                    raise fail(
+                        f"root {inner} is inside root {outer}: roots must not overlap (their "
+                        "objects would be planned, counted and acted on twice)",
+                        i,
+                        "url",
+                    )
         return roots
 
     @field_validator("rules")

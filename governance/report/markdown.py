@@ -133,6 +133,7 @@ def _actions(plan: Plan) -> list[str]:
             a.rule,
             a.tier or "",
             str(a.action),
+            a.storage_class or (f"`{a.dest_url}`" if a.dest_url else ""),
             f"`{a.artifact.uri}`",
             f"{len(a.objects):,}",
             format_bytes(a.bytes),
@@ -140,8 +141,8 @@ def _actions(plan: Plan) -> list[str]:
         ]
         for a in plan.actions[:ACTION_LIMIT]
     ]
-    header = ["#", "rule", "tier", "action", "artifact", "objects", "bytes", "reason"]
-    out = ["## Actions", "", *_table(header, rows, {0, 5, 6})]
+    header = ["#", "rule", "tier", "action", "to", "artifact", "objects", "bytes", "reason"]
+    out = ["## Actions", "", *_table(header, rows, {0, 6, 7})]
     if len(plan.actions) > ACTION_LIMIT:
         more = len(plan.actions) - ACTION_LIMIT
         out += ["", f"… and {more:,} more actions (`--format csv` lists every object)."]

@@ -23,7 +23,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from governance.errors import NoSuchRootError, StorageError
+from governance.errors import ArgumentError, NoSuchRootError, StorageError
 from governance.storage import BUCKET_SCHEMES, WritableStore
 from governance.storage.base import (
     CompactRow,
@@ -61,7 +61,15 @@ class FsspecStore:
     ) -> None:
         self.url = url
         self._protocol = url.split("://", 1)[0]
-        self._fs = fs or fsspec.filesystem(self._protocol, **dict(storage_options or {}))
+        if fs is None:
+            try:
+                fs = fsspec.filesystem(self._protocol, **dict(storage_options or {}))
+            except ImportError as exc:  # e.g. gs:// without gcsfs, az:// without adlfs
+                raise ArgumentError(
+                    f"storage URL {url!r}: the {self._protocol}:// filesystem is not "
+                    f"installed ({exc})"
+                ) from exc
+        self._fs = fs
         self._local = isinstance(self._fs, LocalFileSystem)
         self._base = self._fs._strip_protocol(url).rstrip("/") + "/"
         self._concurrency = concurrency

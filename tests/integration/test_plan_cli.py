@@ -165,12 +165,44 @@ def test_refused_plan_is_saved_printed_and_exits_3(tmp_path: Path) -> None:
     assert _json(_run(catalog, "plans", "--format", "json"))[0]["status"] == "refused"
 
 
-@pytest.mark.parametrize("value", ["yesterday", "2026-13-01", "2026-12-01T25:00"])
+@pytest.mark.parametrize(
+    "value", ["yesterday", "2026-13-01", "2026-12-01T25:00", "9999-12-31T23:59:59-01:00"]
+)  # the last is a valid time whose UTC form is past year 9999
 def test_bad_as_of_is_exit_2_naming_the_option(setup: tuple[str, Path, Path], value: str) -> None:
     catalog, policy, _ = setup
     result = _run(catalog, "plan", "--policy", str(policy), "--as-of", value)
     assert result.exit_code == 2
     assert "--as-of" in result.stderr
+
+
+def test_an_out_file_that_cannot_be_written_stops_before_anything_is_saved(
+    setup: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    catalog, policy, _ = setup
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    result = _run(catalog, "plan", "--policy", str(policy), "--out", str(blocker / "plan.html"))
+    assert result.exit_code == 2
+    assert "--out" in result.stderr
+    assert result.stdout == ""  # no report: nothing was planned
+    listed = _run(catalog, "plans", "--format", "json")
+    assert listed.exit_code == 0
+    assert _json(listed) == []  # and nothing saved to wait for approval unseen
+
+
+def test_a_root_without_its_filesystem_package_is_exit_2(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("gcsfs is installed here")
+    result = _run(f"sqlite:///{tmp_path / 'c.db'}", "scan", "--root", "gs://bucket/x")
+    assert result.exit_code == 2
+    assert "gs://" in result.stderr
+    assert "gcsfs" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_unknown_plan_id_is_exit_2(tmp_path: Path) -> None:

@@ -228,6 +228,33 @@ def test_an_integer_is_a_valid_fraction_and_price(tmp_path: Path) -> None:
     assert loaded.price("STANDARD") == 1.0
 
 
+def test_overlapping_roots(tmp_path: Path) -> None:
+    head = (
+        "version: 1\nstorage:\n  - {name: a, url: s3://ml-artifacts/}\n"
+        "  - {name: b, url: s3://ml-artifacts/nlp}\n"
+    )
+    found = problems(tmp_path, "", head)
+    assert len(found) == 1
+    assert found[0].startswith("4:20: storage[1].url: root s3://ml-artifacts/nlp/ is inside ")
+    assert "roots must not overlap" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("s3://ml/", "'ml' is not a valid bucket name"),
+        ("file://otherhost/x/", "file URLs need an absolute path"),
+        ("nosuchscheme://x/", "unknown scheme 'nosuchscheme'"),
+    ],
+)
+def test_a_root_that_cannot_be_opened_is_a_policy_error(tmp_path: Path, url: str, why: str) -> None:
+    head = f"version: 1\nstorage:\n  - {{name: a, url: '{url}'}}\n"
+    found = problems(tmp_path, "", head)
+    assert len(found) == 1
+    assert found[0].startswith("3:20: storage[0].url: ")
+    assert why in found[0]
+
+
 def test_block_given_as_list(tmp_path: Path) -> None:
     found = problems(tmp_path, "safety:\n  - 1\n")
     assert found == ["6:3: safety: expected a mapping, got a list"]
@@ -446,7 +473,7 @@ def test_cli_validate_raises_policy_error(tmp_path: Path) -> None:
 def test_policy_built_in_code_checks_placeholders_too() -> None:
     data = {
         "version": 1,
-        "storage": [{"name": "a", "url": "s3://b/"}],
+        "storage": [{"name": "a", "url": "s3://bucket/"}],
         "layout": {"runs": ["{team}/{run}/"]},
         "budgets": [{"select": {"team": "nlp"}, "monthly_usd": 10}],
     }

@@ -20,7 +20,10 @@ def test_markdown_has_totals_rules_runs_and_escaped_actions() -> None:
     action_rows = [line for line in md.splitlines() if line.startswith("| ") and "`s3://" in line]
     assert len(action_rows) == len(plan.actions)
     for row in action_rows:
-        assert row.replace("\\|", "").count("|") == 9  # 8 columns, none split by data
+        assert row.replace("\\|", "").count("|") == 10  # 9 columns, none split by data
+    # where a transition or archive goes is in its row
+    assert any("| transition | STANDARD_IA |" in row for row in action_rows)
+    assert any("| archive | DEEP_ARCHIVE |" in row for row in action_rows)
     assert "Refused" not in md
     assert "**Refused:** too much" in render(sample_plan(refusal="too much"), "md")
 
