@@ -11,7 +11,9 @@ only for the fingerprint it was given for, so a plan whose actions changed is un
 
 A plan none of whose actions is in `require_for` is approved on creation. A plan counts as
 approved at the moment its last needed approval came (or its creation, or the end of the
-notice period) and expires `expires_after` later. Time is always passed in as `now`.
+notice period) and expires `expires_after` later. Time is always passed in as `now`. A
+plan made as of a future time (a what-if plan, `--as-of`) is never approved or applied,
+whatever its state (`refuse_future_as_of`).
 
 Writes lock the plan row first (a no-op UPDATE: a row lock on PostgreSQL, the write lock
 on SQLite), then read, decide and write in that one transaction, so two approvers at once
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,6 +51,7 @@ _R = ApprovalRow.__table__  # type: ignore[attr-defined]
 
 APPROVE, REJECT = "approve", "reject"
 SYSTEM_ACTOR = "govern"  # who expires a plan
+CLOCK_SKEW = timedelta(minutes=5)  # an `as_of` up to this far ahead of `now` is not "future"
 _FINAL = (PlanStatus.REFUSED, PlanStatus.REJECTED, PlanStatus.EXPIRED, PlanStatus.APPLIED)
 
 
@@ -75,6 +78,7 @@ class PlanFacts:
     refusal: str | None
     rules: Approval
     kinds: frozenset[tuple[str, bool]]  # (action type, destructive) present in the plan
+    as_of: datetime | None = None  # the time the plan was made as of (`--as-of`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +259,7 @@ def _read(conn: Connection, plan_id: str) -> tuple[PlanFacts, list[Decision]]:
         refusal=row["refusal"],
         rules=rules_of(row["controls"], plan_id),
         kinds=kinds,
+        as_of=row["as_of"],
     )
     decisions = [
         Decision(r["decision"], r["actor"], r["fingerprint"], r["comment"], r["at"])
@@ -279,6 +284,44 @@ def _aware(now: datetime) -> None:
         raise ValueError("now must be timezone-aware (UTC)")
 
 
+def refuse_future_as_of(facts: PlanFacts, now: datetime) -> None:
+    """A plan made as of a time later than `now` (beyond CLOCK_SKEW) is a what-if plan:
+    everything in it looked older than it is, so `protect.min_age` and a running run's
+    grace did not hold. It may be shown and reported on, never approved or applied."""
+    as_of = facts.as_of
+    if as_of is None or as_of <= now + CLOCK_SKEW:
+        return
+    shown = as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise RefusedError(
+        f"plan {facts.plan_id} was made as of {shown}, in the future: a what-if plan cannot "
+        "be approved or applied; plan again without --as-of"
+    )
+
+
+def effective_status(
+    conn: Connection, plan_id: str, stored: PlanStatus, now: datetime
+) -> PlanStatus:
+    """The status a reader should see at `now` (`govern plans`, `govern show`): `derive`'s,
+    the rule approve and apply decide by, so an approved plan past its expiry reads
+    `expired` before approve or apply next meet it and write so. Reads only. A final
+    status (`stored`) is returned as it is, without reading."""
+    _aware(now)
+    if stored in _FINAL:
+        return stored
+    facts, decisions = _read(conn, plan_id)
+    return derive(facts, decisions, now).status
+
+
+def effective_statuses(engine: Engine, plans: Sequence[Any], now: datetime | None = None) -> None:
+    """Set each plan's (or plan header's) `status` to what it is at `now` (default: the
+    clock), by `effective_status`: what `govern plans` and `govern show` print. Reads
+    only; plans in a final status are not read again."""
+    at = now or datetime.now(UTC)
+    with engine.connect() as conn:
+        for plan in plans:
+            plan.status = effective_status(conn, plan.plan_id, plan.status, at)
+
+
 # ----------------------------------------------------------------------------- public API
 
 
@@ -297,7 +340,8 @@ def approve(
 
     Approving twice, or a plan already approved, records nothing and says so in `reasons`.
     ApprovalError: the plan is refused, rejected, expired or applied; it is in notice mode;
-    or `actor` made it and self-approval is not allowed.
+    or `actor` made it and self-approval is not allowed. RefusedError: the plan was made
+    as of a future time (`refuse_future_as_of`).
     """
     _aware(now)
     with engine.begin() as conn:
@@ -309,6 +353,7 @@ def approve(
             raise ApprovalError(
                 f"plan {plan_id} is {state.status}{detail}: it cannot be approved; make a new plan"
             )
+        refuse_future_as_of(facts, now)
         if state.mode == "notice" and state.applicable_after is not None:
             raise ApprovalError(
                 f"plan {plan_id} is in notice mode: it needs no approval and becomes applicable "
@@ -390,7 +435,8 @@ def check_applicable(
 
     `destructive=False` (apply --only-non-destructive): a pending plan whose non-destructive
     actions need no approval may proceed. A plan found past its expiry is marked `expired`
-    (audited as `actor`) before PlanExpiredError is raised.
+    (audited as `actor`) before PlanExpiredError is raised. A plan made as of a future
+    time is refused whatever its approvals (`refuse_future_as_of`).
     """
     _aware(now)
     with engine.connect() as conn:
@@ -407,6 +453,7 @@ def check_applicable(
         if facts.status is not PlanStatus.EXPIRED:
             _mark_expired(engine, plan_id, state, actor=actor, now=now)
         raise PlanExpiredError(f"plan {plan_id} has expired: {reason}; make a new plan")
+    refuse_future_as_of(facts, now)
     if state.applicable:
         return state
     if not destructive and not state.non_destructive_needs_approval:

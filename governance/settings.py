@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from governance.errors import ArgumentError
+
 DEFAULT_CATALOG_PATH = Path(".govern") / "catalog.db"
 DEFAULT_CONCURRENCY = 16
 
@@ -29,14 +31,26 @@ def default_catalog_url(cwd: Path | None = None) -> str:
 
 
 def resolve_identity(explicit: str | None) -> str:
-    """`--as`, else GOVERN_USER, else the OS user. A claim, not an authentication."""
-    if explicit:
-        return explicit
-    env = os.environ.get("GOVERN_USER")
+    """`--as`, else GOVERN_USER, else the OS user. A claim, not an authentication.
+
+    Surrounding whitespace is not part of a name (`alice ` is alice: she cannot approve
+    her own plan as someone else). An explicit `--as` that is empty once stripped is a
+    bad argument, never a silent fall-back to another identity; an empty GOVERN_USER is
+    as if unset.
+    """
+    if explicit is not None:
+        name = explicit.strip()
+        if not name:
+            raise ArgumentError(
+                f"--as {explicit!r}: the acting identity cannot be empty; give a name, or "
+                "leave --as out to use GOVERN_USER or the OS user"
+            )
+        return name
+    env = (os.environ.get("GOVERN_USER") or "").strip()
     if env:
         return env
     try:
-        return getpass.getuser()
+        return getpass.getuser().strip() or "unknown"
     except Exception:  # no passwd entry in some containers
         return "unknown"
 

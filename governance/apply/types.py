@@ -170,25 +170,39 @@ class RestoredObject:
 
 @dataclass(slots=True)
 class RestoreReport:
+    """What one `restore_plan` call did or, with `dry_run`, would do: a dry run restores
+    nothing, so its `restored` is 0 and its objects are `would_restore`."""
+
     plan_id: str
     dry_run: bool
     objects: list[RestoredObject] = field(default_factory=list)
 
     @property
     def restored(self) -> int:
-        return sum(1 for o in self.objects if o.ok)
+        return 0 if self.dry_run else sum(1 for o in self.objects if o.ok)
+
+    @property
+    def would_restore(self) -> int:
+        return sum(1 for o in self.objects if o.ok) if self.dry_run else 0
 
     @property
     def failed(self) -> int:
         return sum(1 for o in self.objects if not o.ok)
+
+    def status_of(self, o: RestoredObject) -> str:
+        """`restored`, `would_restore` (dry run) or `failed`."""
+        if not o.ok:
+            return "failed"
+        return "would_restore" if self.dry_run else "restored"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "plan_id": self.plan_id,
             "dry_run": self.dry_run,
             "restored": self.restored,
+            "would_restore": self.would_restore,
             "failed": self.failed,
-            "objects": [asdict(o) for o in self.objects],
+            "objects": [asdict(o) | {"status": self.status_of(o)} for o in self.objects],
         }
 
 

@@ -1,7 +1,9 @@
 """`govern apply` and `govern restore`: thin adapters over `governance.apply`.
 
 Exit codes (spec/cli.md): 0 all done; 1 some action (or object) failed; 2 unknown plan
-or bad arguments; 3 refused (not approved, expired, lock held, permanent without --yes).
+or bad arguments; 3 refused (not approved, expired, a what-if plan made as of a future
+time, lock held, permanent without --yes) or, after the rest was applied, some action
+skipped as stale. When actions both failed and were stale, 1 wins.
 Reports go to stdout; progress goes to stderr.
 """
 
@@ -23,7 +25,7 @@ from governance.cli.output import (
     format_option,
     stdout_console,
 )
-from governance.errors import EXIT_FAILED
+from governance.errors import EXIT_FAILED, EXIT_REFUSED
 
 if TYPE_CHECKING:
     from governance.apply import ExecutionReport, RestoreReport, StoreOpener
@@ -74,7 +76,9 @@ def apply(
     """Carry out an approved plan: re-check each artifact, act, record each outcome.
 
     Deletes go to quarantine by default (see `govern restore`). Running it again after an
-    interruption finishes what is left and repeats nothing that was done.
+    interruption finishes what is left and repeats nothing that was done. Exit 1 when an
+    action failed; 3 when refused, or when an action was skipped as stale (the rest is
+    applied): plan again.
     """
     from governance.apply import apply_plan
 
@@ -99,11 +103,40 @@ def apply(
         _print_execution(report)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
+    code = _exit_code(report)
     if report.failed:
         click.echo(
             f"{report.failed} action(s) failed; plan {plan_id} is {report.plan_status}", err=True
         )
-        raise click.exceptions.Exit(EXIT_FAILED)
+    if report.stale_count:
+        click.echo(_stale_line(report), err=True)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _exit_code(report: ExecutionReport) -> int:
+    """0 all done; 1 some action failed (wins over stale: a failure needs a look, a retry
+    may fix it); 3 some action was skipped as stale (the rest was applied: the plan no
+    longer matches storage, re-plan). A dry run refuses nothing: stale is only noted."""
+    if report.failed:
+        return EXIT_FAILED
+    if report.stale_count and not report.dry_run:
+        return EXIT_REFUSED
+    return 0
+
+
+def _stale_line(report: ExecutionReport) -> str:
+    n = report.stale_count
+    if report.dry_run:
+        return (
+            f"{n} action(s) would be skipped as stale: their objects changed since plan "
+            f"{report.plan_id} was made; a real apply would exit 3; plan again (govern plan)"
+        )
+    return (
+        f"{n} action(s) skipped as stale: their objects changed since plan {report.plan_id} "
+        f"was made; the rest was applied (plan {report.plan_status}); plan again "
+        "(govern plan) to act on them"
+    )
 
 
 @click.command()
@@ -224,6 +257,14 @@ def _print_restore(report: RestoreReport) -> None:
     for column in ("object", "how", "result"):
         table.add_column(column, overflow="fold")
     for o in report.objects:
-        table.add_row(o.uri, o.how, "restored" if o.ok else f"failed: {o.error}")
+        status = report.status_of(o)
+        result = {"would_restore": "would restore", "failed": f"failed: {o.error}"}
+        table.add_row(o.uri, o.how, result.get(status, status))
     console.print(table)
-    console.print(f"{report.restored} restored, {report.failed} failed")
+    if report.dry_run:
+        console.print(
+            f"{report.would_restore} would be restored, {report.failed} failed "
+            "(dry run: nothing restored)"
+        )
+    else:
+        console.print(f"{report.restored} restored, {report.failed} failed")

@@ -94,9 +94,16 @@ def reject(app: AppContext, plan_id: str, comment: str, fmt: str) -> None:
 @format_option("table", "json")
 @pass_app
 def audit(app: AppContext, plan_id: str | None, verify: bool, fmt: str) -> None:
-    """The audit log, oldest first; --verify checks its hash chain (always the whole log)."""
+    """The audit log, oldest first; --verify checks its hash chain (always the whole log).
+
+    Exit 2 for an unknown --plan id (as every command that takes a plan id).
+    """
     from governance import audit as log
 
+    if plan_id is not None:
+        from governance.catalog.plans import load_plan_header
+
+        load_plan_header(app.engine, plan_id)  # UnknownPlanError (exit 2) for a wrong id
     if verify:
         result = log.verify(app.engine)
         if fmt == "json":

@@ -192,9 +192,11 @@ def _write_report(made: Plan, fmt: str, path: Path) -> None:
 @pass_app
 def plans(app: AppContext, fmt: str) -> None:
     """Saved plans, oldest first."""
+    from governance.approval import effective_statuses
     from governance.catalog.plans import list_plans
 
     headers = list_plans(app.engine)
+    effective_statuses(app.engine, headers)  # an approval past its expiry reads `expired`
     if fmt == "json":
         emit_json_array(_header_document(h) for h in headers)
         return
@@ -259,9 +261,12 @@ def _print_headers(headers: list[PlanHeader]) -> None:
 @pass_app
 def show(app: AppContext, plan_id: str, fmt: str) -> None:
     """One saved plan, in full."""
+    from governance.approval import effective_statuses
     from governance.catalog.plans import load_plan
 
-    _print_plan(load_plan(app.engine, plan_id), fmt)
+    plan = load_plan(app.engine, plan_id)
+    effective_statuses(app.engine, [plan])  # an approval past its expiry reads `expired`
+    _print_plan(plan, fmt)
 
 
 # ----------------------------------------------------------------------------- explain

@@ -132,7 +132,19 @@ def test_stale_artifacts_are_skipped_whole_and_the_rest_applied(
     upload = storage / "scratch" / "upload.tmp"
     upload.write_bytes(upload.read_bytes())  # re-uploaded: same bytes, new mtime token
     os.utime(upload, ns=(1, 2))
-    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    # a dry run notes the stale ones (a dry run refuses nothing) and changes nothing
+    dry = setup.apply(doc["plan_id"], "--dry-run", code=0)
+    assert "3 action(s) would be skipped as stale" in dry.stderr
+    # the rest is applied, then exit 3 (spec: refused, plan stale) with one line saying so
+    applied = setup.apply(doc["plan_id"], code=3)
+    stale_lines = [ln for ln in applied.stderr.splitlines() if "stale" in ln]
+    assert stale_lines == [
+        f"3 action(s) skipped as stale: their objects changed since plan {doc['plan_id']} "
+        "was made; the rest was applied (plan partially_applied); plan again (govern plan) "
+        "to act on them"
+    ]
+    assert "failed" not in applied.stderr
+    report = json.loads(applied.stdout)
     by_uri = {r["artifact_uri"].rsplit("storage/", 1)[1]: r for r in report["results"]}
     for key in (f"{RUN}checkpoint-1000/", f"{RUN}checkpoint-500/", "scratch/upload.tmp"):
         assert by_uri[key]["outcome"] == "skipped", key
@@ -148,7 +160,7 @@ def test_stale_artifacts_are_skipped_whole_and_the_rest_applied(
     assert setup.status(doc["plan_id"]) == "partially_applied"
 
     # a second apply repeats nothing that was done and still refuses the stale ones
-    again = json.loads(setup.apply(doc["plan_id"]).stdout)
+    again = json.loads(setup.apply(doc["plan_id"], code=3).stdout)
     assert len(again["done_before"]) == 3
     assert {r["outcome"] for r in again["results"]} == {"skipped"}
     assert [e["id"] for e in again["executions"]] == [1, 2]
@@ -328,3 +340,89 @@ def test_roots_sharing_a_quarantine_folder_never_overwrite_each_other(tmp_path: 
     setup.restore(doc["plan_id"])
     assert snapshot(storage_a) == before_a
     assert snapshot(storage_b) == before_b
+
+
+def test_a_plan_made_as_of_the_future_is_never_applied(tmp_path: Path) -> None:
+    """A what-if plan ages everything: a running run's files written a minute ago look a
+    month old, past `protect.min_age`. Approved on creation (no approval needed), it
+    must still not be applied, in any form; a dry run says why."""
+    setup, storage = build(tmp_path, extra="approval: {require_for: []}\n")
+    write = local_writer(storage)
+    hf_run(
+        write, "runs/live/", steps=(100, 200, 300), start=datetime.now(UTC) - timedelta(minutes=9)
+    )
+    before = snapshot(storage)
+    when = (datetime.now(UTC) + timedelta(days=30)).replace(microsecond=0)
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = setup.plan(as_of=stamp)
+    assert doc["status"] == "approved"
+    assert any("runs/live/" in a["artifact"]["uri"] for a in doc["actions"])
+    message = (
+        f"plan {doc['plan_id']} was made as of {stamp}, in the future: a what-if plan "
+        "cannot be approved or applied; plan again without --as-of"
+    )
+    for extra in ((), ("--only-non-destructive",), ("--yes",)):
+        refused = setup.apply(doc["plan_id"], *extra, code=3)
+        assert message in refused.stderr, extra
+    dry = json.loads(setup.apply(doc["plan_id"], "--dry-run").stdout)
+    assert any(message in n for n in dry["notes"])
+    assert snapshot(storage) == before
+    assert not (storage.parent / ".govern-quarantine").exists()
+    assert setup.status(doc["plan_id"]) == "approved"  # shown as it is: nothing moved
+
+    # the same tree planned now keeps the live run's fresh checkpoints, and applies
+    now = setup.plan()
+    assert not any("runs/live/" in a["artifact"]["uri"] for a in now["actions"])
+    setup.apply(now["plan_id"])
+    assert all(k in snapshot(storage) for k in before if k.startswith("runs/live/"))
+
+
+def test_restore_dry_run_says_would_restore_and_restores_nothing(
+    tree: tuple[Setup, Path],
+) -> None:
+    setup, storage = tree
+    doc = setup.plan()
+    setup.apply(doc["plan_id"])
+    applied = snapshot(storage)
+    dry = json.loads(setup.restore(doc["plan_id"], "--dry-run").stdout)
+    assert dry["dry_run"] is True
+    assert dry["restored"] == 0
+    assert dry["would_restore"] == 23
+    assert dry["failed"] == 0
+    assert len(dry["objects"]) == 23
+    assert {o["status"] for o in dry["objects"]} == {"would_restore"}
+    assert all(o["ok"] for o in dry["objects"])  # the existing fields stay
+    table = govern(
+        setup.catalog,
+        "restore",
+        doc["plan_id"],
+        "--policy",
+        str(setup.policy),
+        "--dry-run",
+        "--format",
+        "table",
+    )
+    assert table.exit_code == 0, table.stderr
+    assert "23 would be restored, 0 failed" in table.stdout
+    assert "23 restored" not in table.stdout
+    assert table.stdout.count("would restore") == 23  # one per object row
+    assert " restored " not in table.stdout.replace("nothing restored", "")
+    assert snapshot(storage) == applied  # nothing moved
+
+    real = json.loads(setup.restore(doc["plan_id"]).stdout)
+    assert (real["dry_run"], real["restored"], real["would_restore"]) == (False, 23, 0)
+    assert {o["status"] for o in real["objects"]} == {"restored"}
+
+
+def test_failures_and_stale_together_exit_1_and_say_both(tree: tuple[Setup, Path]) -> None:
+    """Failed actions need a look (a retry may fix them): exit 1 wins over stale's 3."""
+    setup, storage = tree
+    doc = setup.plan()
+    (storage / RUN / "checkpoint-1000" / "optimizer.pt").write_bytes(b"rewritten")  # stale
+    (storage.parent / ".govern-quarantine").write_bytes(b"a file where the folder goes")
+    result = setup.apply(doc["plan_id"], code=1)
+    report = json.loads(result.stdout)
+    assert report["counts"]["failed"] > 0
+    assert report["counts"]["skipped"] == 1
+    assert f"action(s) failed; plan {doc['plan_id']} is partially_applied" in result.stderr
+    assert "1 action(s) skipped as stale" in result.stderr

@@ -1,6 +1,8 @@
 """`govern apply` / `govern restore` against S3: moto's server over HTTP.
 
-S3 stamps LastModified at upload, so plans are made with `--as-of` a few days ahead.
+S3 stamps LastModified at upload, so the tree's LastModified is set back in moto's
+backend (to the builders' times, else ten days ago): plans are made as of now, as a plan
+that may be applied must be (a plan made `--as-of` a future time is a what-if plan).
 The tree: one finished HF run (steps 500..2000), a 160 KB log (transitioned to
 STANDARD_IA), and residue.
 """
@@ -29,10 +31,13 @@ def upload_tree(bucket: str) -> None:
     """Written straight into moto's backend (fast); everything under test goes over HTTP."""
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
 
+    default = datetime.now(UTC) - timedelta(days=10)
+
     def write(key: str, content: bytes, mtime: datetime | None) -> None:
         if key.endswith((".pt", ".pth", ".bin", ".safetensors")):
             content += key.encode()
-        backend.put_object(bucket, key, content)
+        stored = backend.put_object(bucket, key, content)
+        stored.last_modified = (mtime or default).astimezone(UTC).replace(tzinfo=None)  # naive
 
     hf_run(write, RUN, steps=(500, 1000, 1500, 2000))
     marker(write, RUN)
@@ -61,9 +66,6 @@ def make_setup(tmp_path: Path, endpoint: str, bucket: str, extra: str = NO_APPRO
     return Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
 
 
-AHEAD = (datetime.now(UTC) + timedelta(days=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @pytest.fixture
 def tree(tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str) -> Setup:
     upload_tree(s3_bucket)
@@ -72,7 +74,7 @@ def tree(tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str) -> Se
 
 def test_quarantine_transition_and_restore(tree: Setup, s3_client: Any, s3_bucket: str) -> None:
     before = live(s3_bucket)
-    doc = tree.plan(as_of=AHEAD)
+    doc = tree.plan()
     assert actions_by(doc, f"s3://{s3_bucket}/") == {
         f"{RUN}checkpoint-1000/": ["delete"],
         f"{RUN}checkpoint-1500/": ["strip"],
@@ -112,7 +114,7 @@ def test_versioned_mode_deletes_and_restores_by_marker(
         tmp_path, moto_server, s3_bucket, NO_APPROVAL + "apply: {delete_mode: versioned}\n"
     )
     before = live(s3_bucket)
-    doc = setup.plan(as_of=AHEAD)
+    doc = setup.plan()
     report = json.loads(setup.apply(doc["plan_id"]).stdout)
     assert {r["outcome"] for r in report["results"]} == {"ok"}
     after = live(s3_bucket)
@@ -136,7 +138,7 @@ def test_versioned_mode_is_refused_on_an_unversioned_bucket(
         tmp_path, moto_server, s3_bucket, NO_APPROVAL + "apply: {delete_mode: versioned}\n"
     )
     before = live(s3_bucket)
-    doc = setup.plan(as_of=AHEAD)
+    doc = setup.plan()
     refused = setup.apply(doc["plan_id"], code=3)
     assert "versioning is not enabled" in refused.stderr
     assert live(s3_bucket) == before
@@ -146,7 +148,7 @@ def test_per_key_delete_errors_fail_the_action_and_nothing_is_marked_done(
     tree: Setup, s3_client: Any, s3_bucket: str
 ) -> None:
     before = live(s3_bucket)
-    doc = tree.plan(as_of=AHEAD)
+    doc = tree.plan()
     deny = {
         "Version": "2012-10-17",
         "Statement": [
@@ -195,7 +197,7 @@ def test_slowdown_is_retried_by_botocore_then_succeeds(
     from botocore.retries.standard import ExponentialBackoff
 
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.01)
-    doc = tree.plan(as_of=AHEAD)
+    doc = tree.plan()
     opener = StoreOpener([StoreSettings(f"s3://{s3_bucket}/", endpoint_url=moto_server)])
     store: Any = opener(f"s3://{s3_bucket}/")
     calls: list[int] = []
@@ -226,7 +228,7 @@ def test_object_lock_and_legal_hold_skip_their_artifacts(
     s3_client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
     upload_tree(bucket)
     setup = make_setup(tmp_path, moto_server, bucket)
-    doc = setup.plan(as_of=AHEAD)
+    doc = setup.plan()
     # locks placed after planning (the plan could not know): apply must see them
     s3_client.put_object_legal_hold(
         Bucket=bucket, Key=f"{RUN}checkpoint-1000/rng_state.pth", LegalHold={"Status": "ON"}

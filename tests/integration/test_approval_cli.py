@@ -1,9 +1,14 @@
-"""`govern approve / reject / audit` end to end on a small local tree and a real SQLite file."""
+"""`govern approve / reject / audit` end to end on a small local tree and a real SQLite file.
+
+The tree was written a month ago (real files, old mtimes), so plans made now have actions:
+a plan made `--as-of` a future time is a what-if plan and can never be approved.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +16,13 @@ import pytest
 from click.testing import CliRunner, Result
 
 from governance.cli.main import cli
-from tests.integration.test_plan_cli import FUTURE, setup  # noqa: F401
+from tests.integration.test_plan_cli import FUTURE, tree
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[str, Path, Path]:
+    """(catalog URL, policy path, storage folder): test_plan_cli's tree, written 30 days ago."""
+    return tree(tmp_path, datetime.now(UTC) - timedelta(days=30))
 
 
 def _run(catalog: str, *args: str, as_: str = "alice") -> Result:
@@ -23,17 +34,16 @@ def _json(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-def _plan(catalog: str, policy: Path) -> str:
-    doc = _json(
-        _run(catalog, "plan", "--policy", str(policy), "--as-of", FUTURE, "--format", "json")
-    )
+def _plan(catalog: str, policy: Path, *extra: str) -> str:
+    doc = _json(_run(catalog, "plan", "--policy", str(policy), "--format", "json", *extra))
     assert doc["status"] == "pending_approval"
+    assert doc["summary"]["actions"] > 0
     plan_id: str = doc["plan_id"]
     return plan_id
 
 
 def test_approve_as_another_identity_then_audit_verifies(
-    setup: tuple[str, Path, Path],  # noqa: F811
+    setup: tuple[str, Path, Path],
 ) -> None:
     catalog, policy, _ = setup
     plan_id = _plan(catalog, policy)
@@ -82,7 +92,7 @@ def test_approve_as_another_identity_then_audit_verifies(
     }
 
 
-def test_reject_needs_a_comment_and_is_final(setup: tuple[str, Path, Path]) -> None:  # noqa: F811
+def test_reject_needs_a_comment_and_is_final(setup: tuple[str, Path, Path]) -> None:
     catalog, policy, _ = setup
     plan_id = _plan(catalog, policy)
 
@@ -105,7 +115,7 @@ def test_reject_needs_a_comment_and_is_final(setup: tuple[str, Path, Path]) -> N
 
 
 @pytest.mark.parametrize("command", ["approve", "reject"])
-def test_unknown_plan_exits_2(setup: tuple[str, Path, Path], command: str) -> None:  # noqa: F811
+def test_unknown_plan_exits_2(setup: tuple[str, Path, Path], command: str) -> None:
     catalog, _, _ = setup
     result = _run(catalog, command, "p-nope", "--comment", "x", as_="bob")
     assert result.exit_code == 2
@@ -117,3 +127,119 @@ def test_empty_audit_log(tmp_path: Path) -> None:
     assert _run(catalog, "audit").stdout.strip() == "no audit events"
     assert _run(catalog, "audit", "--verify").stdout.strip() == "audit chain OK: 0 events"
     assert _json(_run(catalog, "audit", "--format", "json")) == []
+
+
+def test_audit_of_an_unknown_plan_exits_2(setup: tuple[str, Path, Path]) -> None:
+    catalog, policy, _ = setup
+    plan_id = _plan(catalog, policy)
+    for extra in ((), ("--format", "json"), ("--verify",)):
+        result = _run(catalog, "audit", "--plan", "p-nope", *extra)
+        assert result.exit_code == 2, (extra, result.stdout, result.stderr)
+        assert "no plan 'p-nope' in the catalog" in result.stderr
+        assert "no audit events" not in result.stdout
+    events = _json(_run(catalog, "audit", "--plan", plan_id, "--format", "json"))
+    assert [e["event"] for e in events] == ["plan"]
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t"])
+def test_an_empty_as_is_a_bad_argument(setup: tuple[str, Path, Path], name: str) -> None:
+    catalog, policy, _ = setup
+    plan_id = _plan(catalog, policy)
+    result = _run(catalog, "approve", plan_id, as_=name)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "--as" in result.stderr
+    assert "empty" in result.stderr
+    assert [e["event"] for e in _json(_run(catalog, "audit", "--format", "json"))] == ["plan"]
+
+
+def test_identity_is_stripped_so_a_trailing_space_is_the_same_person(
+    setup: tuple[str, Path, Path],
+) -> None:
+    catalog, policy, _ = setup
+    plan_id = _plan(catalog, policy)  # made by alice
+    mine = _run(catalog, "approve", plan_id, as_="alice ")
+    assert mine.exit_code == 3, (mine.stdout, mine.stderr)
+    assert "self-approval" in mine.stderr
+    mine_too = _run(catalog, "approve", plan_id, as_=" alice\n")
+    assert mine_too.exit_code == 3
+    ok = _json(_run(catalog, "approve", plan_id, "--format", "json", as_=" bob "))
+    assert ok["approvers"] == ["bob"]
+    assert ok["status"] == "approved"
+
+    # GOVERN_USER is stripped too: a plan made as " carol " was made by carol
+    made = CliRunner().invoke(
+        cli,
+        ["--catalog", catalog, "-q", "plan", "--policy", str(policy), "--format", "json"],
+        env={"GOVERN_USER": " carol "},
+    )
+    assert made.exit_code == 0, made.stderr
+    other = json.loads(made.stdout)["plan_id"]
+    listed = {p["plan_id"]: p for p in _json(_run(catalog, "plans", "--format", "json"))}
+    assert listed[other]["created_by"] == "carol"
+    assert _run(catalog, "approve", other, as_="carol").exit_code == 3
+
+
+def test_a_what_if_plan_made_as_of_the_future_cannot_be_approved(
+    setup: tuple[str, Path, Path],
+) -> None:
+    catalog, policy, _ = setup
+    plan_id = _plan(catalog, policy, "--as-of", FUTURE)
+    refused = _run(catalog, "approve", plan_id, "--comment", "ok", as_="bob")
+    assert refused.exit_code == 3, (refused.stdout, refused.stderr)
+    assert (
+        f"plan {plan_id} was made as of 2100-01-01T00:00:00Z, in the future: a what-if plan "
+        "cannot be approved or applied; plan again without --as-of"
+    ) in refused.stderr
+    assert [e["event"] for e in _json(_run(catalog, "audit", "--format", "json"))] == ["plan"]
+    # it can still be shown and reported on, as it is
+    shown = _json(_run(catalog, "show", plan_id, "--format", "json"))
+    assert shown["status"] == "pending_approval"
+    assert shown["as_of"] == "2100-01-01T00:00:00Z"
+    # a clock a little ahead of the catalog's is no what-if: a few minutes are allowed
+    soon = (datetime.now(UTC) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fine = _plan(catalog, policy, "--as-of", soon)
+    assert _run(catalog, "approve", fine, as_="bob").exit_code == 0
+
+
+def test_plans_and_show_say_expired_once_the_approval_has_expired(
+    setup: tuple[str, Path, Path],
+) -> None:
+    """bob approved four days ago; the default `expires_after` is 72h. Nothing has run
+    since, so the catalog still says approved: what people read must say expired."""
+    from governance.approval import approve
+    from governance.catalog.engine import open_engine
+    from governance.catalog.plans import load_plan_header
+
+    catalog, policy, _ = setup
+    past = datetime.now(UTC) - timedelta(days=5)
+    plan_id = _plan(catalog, policy, "--as-of", past.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    fresh = _plan(catalog, policy)
+    engine = open_engine(catalog)
+    try:
+        approve(engine, plan_id, actor="bob", comment=None, now=past + timedelta(days=1))
+        approve(engine, fresh, actor="bob", comment=None, now=datetime.now(UTC))
+        assert load_plan_header(engine, plan_id).status.value == "approved"  # as stored
+
+        listed = {p["plan_id"]: p for p in _json(_run(catalog, "plans", "--format", "json"))}
+        assert listed[plan_id]["status"] == "expired"
+        assert listed[fresh]["status"] == "approved"
+        assert _json(_run(catalog, "show", plan_id, "--format", "json"))["status"] == "expired"
+        assert _json(_run(catalog, "show", fresh, "--format", "json"))["status"] == "approved"
+        table = _run(catalog, "plans")
+        assert table.exit_code == 0
+        line = next(ln for ln in table.stdout.splitlines() if plan_id in ln)
+        assert "expired" in line
+        assert "approved" not in line
+        shown = _run(catalog, "show", plan_id)
+        assert shown.exit_code == 0
+        assert "expired" in shown.stdout
+        # reading wrote nothing: the catalog and the audit log are as they were
+        assert load_plan_header(engine, plan_id).status.value == "approved"
+        events = _json(_run(catalog, "audit", "--plan", plan_id, "--format", "json"))
+        assert [e["event"] for e in events] == ["plan", "approve"]
+
+        late = _run(catalog, "approve", plan_id, as_="carol")
+        assert late.exit_code == 3
+        assert "expired" in late.stderr
+    finally:
+        engine.dispose()

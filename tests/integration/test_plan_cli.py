@@ -48,9 +48,13 @@ rules:
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[str, Path, Path]:
     """(catalog URL, policy path, storage folder) with two finished HF runs and residue."""
+    return tree(tmp_path, datetime.now(UTC) - timedelta(hours=12))
+
+
+def tree(tmp_path: Path, start: datetime) -> tuple[str, Path, Path]:
+    """`setup`'s tree and policy, its runs started at `start`."""
     storage = tmp_path / "storage"
     write = local_writer(storage)
-    start = datetime.now(UTC) - timedelta(hours=12)
     for run in ("alpha", "beta"):
         hf_run(write, f"runs/{run}", steps=STEPS, start=start, every=timedelta(minutes=5))
         marker(write, f"runs/{run}", mtime=start + timedelta(hours=1))

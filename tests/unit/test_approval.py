@@ -294,3 +294,67 @@ def test_verify_fingerprint_catches_edited_actions(engine: Engine) -> None:
         )
     with pytest.raises(ApprovalError, match="do not match its fingerprint"):
         verify_fingerprint(load_plan(engine, PID))
+
+
+def test_a_plan_made_as_of_the_future_is_neither_approved_nor_applied(engine: Engine) -> None:
+    """A what-if plan (as_of later than now) sees everything older than it is."""
+    plan = _save(engine)
+    future = replace(plan, plan_id="p-what-if", as_of=_t(plan, 24))
+    save_plan(engine, future)
+    with pytest.raises(RefusedError, match=r"p-what-if was made as of .*Z, in the future") as err:
+        approve(engine, "p-what-if", actor="bob", comment=None, now=_t(plan, 1))
+    assert err.value.exit_code == EXIT_REFUSED
+    assert "plan again without --as-of" in str(err.value)
+    assert audit.events(engine, "p-what-if") == []
+    # approved on creation (nothing needs approval): still never applied, in any form
+    free = replace(
+        plan,
+        plan_id="p-what-if-free",
+        as_of=_t(plan, 24),
+        status=PlanStatus.APPROVED,
+        controls={"approval": {"require_for": []}},
+    )
+    save_plan(engine, free)
+    for destructive in (True, False):
+        with pytest.raises(RefusedError, match="what-if plan cannot be approved or applied"):
+            check_applicable(engine, "p-what-if-free", now=_t(plan, 1), destructive=destructive)
+    # once the clock has passed its as_of, it is an ordinary plan
+    assert check_applicable(engine, "p-what-if-free", now=_t(plan, 25), destructive=True).applicable
+
+
+@pytest.mark.parametrize(("ahead_minutes", "refused"), [(4, False), (6, True)])
+def test_a_few_minutes_of_clock_skew_are_not_the_future(
+    engine: Engine, ahead_minutes: int, refused: bool
+) -> None:
+    plan = _save(engine)
+    now = plan.created_at
+    save_plan(engine, replace(plan, plan_id="p-skew", as_of=now + timedelta(minutes=ahead_minutes)))
+    if refused:
+        with pytest.raises(RefusedError, match="in the future"):
+            approve(engine, "p-skew", actor="bob", comment=None, now=now)
+    else:
+        assert approve(engine, "p-skew", actor="bob", comment=None, now=now).applicable
+
+
+def test_plans_are_read_with_their_effective_status(engine: Engine) -> None:
+    """`govern plans` / `govern show` print the status approve and apply decide by:
+    expired once the approval has, although nothing has written so yet."""
+    from governance.approval import effective_statuses
+    from governance.catalog.plans import list_plans
+
+    plan = _save(engine, {"expires_after": "10h"})
+    approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+
+    def seen(at: datetime | None) -> list[PlanStatus]:
+        headers = list_plans(engine)
+        effective_statuses(engine, headers, at)
+        loaded = load_plan(engine, PID)
+        effective_statuses(engine, [loaded], at)
+        return [h.status for h in headers] + [loaded.status]
+
+    assert seen(_t(plan, 10.9)) == [PlanStatus.APPROVED, PlanStatus.APPROVED]
+    assert seen(_t(plan, 11)) == [PlanStatus.EXPIRED, PlanStatus.EXPIRED]
+    assert seen(None) == [PlanStatus.EXPIRED, PlanStatus.EXPIRED]  # by the clock: long past
+    # reading wrote nothing
+    assert load_plan_header(engine, PID).status is PlanStatus.APPROVED
+    assert [e.event for e in audit.events(engine, PID)] == ["approve"]
