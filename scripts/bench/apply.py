@@ -20,9 +20,10 @@ the number of objects."
    folder, so each action is a folder) plus 100 objects under `keep/` that nothing may
    touch. Each bucket is listed over HTTP afterwards to check that it holds N + 100 keys.
 3. **govern, untimed:** `govern --catalog sqlite:///X scan --policy P`,
-   `govern ... plan --policy P --no-scan --as-of NOW+3d --format json` (the policy's rule
+   `govern ... plan --policy P --no-scan --format json` (the policy's rule
    `select: {kind: residue}, expire: {after: 1d}`; S3 stamps LastModified at upload, so the
-   plan is made three days ahead), `govern --as reviewer approve ID` (a second identity:
+   objects' LastModified is set four days back in moto's backend when the bucket is
+   filled), `govern --as reviewer approve ID` (a second identity:
    self-approval stays off). **Timed:** `govern --as operator apply ID --policy P
    --format json` (permanent: `apply: {delete_mode: permanent}` and `--yes`; quarantine:
    the default mode, quarantine `s3://BUCKET/.govern-quarantine/`). The time includes
@@ -166,9 +167,13 @@ class Buckets:
         bucket = f"bench-apply-{next(self._made):02d}-{label}"
         self.client.create_bucket(Bucket=bucket)
         put = self._backend.put_object
+        # S3 stamps LastModified at upload: set back four days in the backend (naive UTC,
+        # as moto keeps it), past the residue rule's 1d and protect.min_age's 3d, so the
+        # plan is made as of now (a plan made as of a future time is never applied)
+        written = (datetime.now(UTC) - timedelta(days=4)).replace(tzinfo=None)
         with timed(f"put {self.n + KEEP_OBJECTS:,} objects into s3://{bucket}/ (moto backend)"):
             for key in itertools.chain(residue_keys(self.n, self.layout), keep_keys()):
-                put(bucket, key, BODY)
+                put(bucket, key, BODY).last_modified = written
         listed = self.count(bucket)
         if listed != self.n + KEEP_OBJECTS:
             raise RuntimeError(
@@ -320,7 +325,6 @@ class Bench:
         policy.write_text(policy_yaml(bucket, self.server.url, mode, self.args.concurrency))
         catalog = f"sqlite:///{self.scratch / f'{bucket}.db'}"
         gov = [self.args.govern, "--catalog", catalog]
-        as_of = (datetime.now(UTC) + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
         with timed(f"govern scan + plan + approve on s3://{bucket}/ (untimed)"):
             self._must([*gov, "-q", "scan", "--policy", str(policy)])
             planned = self._must(
@@ -333,8 +337,6 @@ class Bench:
                     "--policy",
                     str(policy),
                     "--no-scan",
-                    "--as-of",
-                    as_of,
                     "--format",
                     "json",
                 ]
