@@ -497,3 +497,45 @@ rules:
     ck.roles = (*ck.roles, Component.OTHER)
     plan = make_plan([group("a", [ck])], policy(body))
     assert kinds(plan, ck.key) == []
+
+
+THIN_ALL = """
+rules:
+  - name: ck
+    select: {kind: checkpoint}
+    tiers:
+      - {name: thin, keep_last: 10, keep_components: [weights, metadata]}
+    otherwise: delete
+"""
+MOVE_ALL = """
+rules:
+  - name: ck
+    select: {kind: checkpoint}
+    tiers:
+      - {name: away, keep_last: 10, archive: {url: "s3://cold/"}}
+    otherwise: delete
+"""
+
+
+@pytest.mark.parametrize("body", [THIN_ALL, MOVE_ALL], ids=["strip", "archive by copy"])
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.UNKNOWN])
+def test_a_run_still_writing_keeps_the_checkpoint_it_resumes_from_whole_in_place(
+    body: str, status: RunStatus
+) -> None:
+    cks = [checkpoint(R, s, 10 - s / 100) for s in (100, 200, 300)]
+    plan = make_plan([group("a", cks, status)], policy(body))
+    newest = cks[-1]
+    assert kinds(plan, newest.key) == []
+    found = kept_for(plan, newest.key)
+    assert found is not None
+    assert found.how is KeptHow.WHOLE
+    assert found.reason.startswith("invariant 1: step 300 is the newest complete checkpoint")
+    assert "resumes from" in found.reason
+    assert kinds(plan, cks[0].key) in (["strip"], ["archive"])  # the older ones as the tier says
+
+
+@pytest.mark.parametrize("body", [THIN_ALL, MOVE_ALL], ids=["strip", "archive by copy"])
+def test_a_completed_runs_final_checkpoint_may_be_stripped_or_archived(body: str) -> None:
+    cks = [checkpoint(R, s, 10 - s / 100) for s in (100, 200, 300)]
+    plan = make_plan([group("a", cks, RunStatus.COMPLETED)], policy(body))
+    assert kinds(plan, cks[-1].key) in (["strip"], ["archive"])
