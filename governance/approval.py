@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,7 +42,7 @@ from governance.errors import (
     RefusedError,
     UnknownPlanError,
 )
-from governance.plan.types import Plan, PlanStatus
+from governance.plan.types import WHAT_IF_MARGIN, Plan, PlanStatus
 from governance.policy.models import Approval
 
 _P = PlanRow.__table__  # type: ignore[attr-defined]
@@ -51,8 +51,11 @@ _R = ApprovalRow.__table__  # type: ignore[attr-defined]
 
 APPROVE, REJECT = "approve", "reject"
 SYSTEM_ACTOR = "govern"  # who expires a plan
-CLOCK_SKEW = timedelta(minutes=5)  # an `as_of` up to this far ahead of `now` is not "future"
-_FINAL = (PlanStatus.REFUSED, PlanStatus.REJECTED, PlanStatus.EXPIRED, PlanStatus.APPLIED)
+CLOCK_SKEW = WHAT_IF_MARGIN  # an `as_of` up to this far ahead of `now` is not "future"
+_FINAL = (
+    PlanStatus.REFUSED, PlanStatus.REJECTED, PlanStatus.EXPIRED, PlanStatus.APPLIED,
+    PlanStatus.WHAT_IF,
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +195,8 @@ def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> Ap
             )
         elif stored is PlanStatus.EXPIRED:
             reasons.insert(0, f"its approval expired at {when(expires_at)}")
+        elif stored is PlanStatus.WHAT_IF:
+            reasons.insert(0, _WHAT_IF_REASON)
     elif expires_at is not None and now >= expires_at:
         status = PlanStatus.EXPIRED
         reasons.insert(0, f"its approval expired at {when(expires_at)}")
@@ -285,17 +290,23 @@ def _aware(now: datetime) -> None:
 
 
 def refuse_future_as_of(facts: PlanFacts, now: datetime) -> None:
-    """A plan made as of a time later than `now` (beyond CLOCK_SKEW) is a what-if plan:
-    everything in it looked older than it is, so `protect.min_age` and a running run's
-    grace did not hold. It may be shown and reported on, never approved or applied."""
+    """A what-if plan, made as of a time after it was made (its status says so since it
+    was built), or as of a time later than `now` (a plan saved before that status
+    existed): everything in it looked older than it is, so `protect.min_age` and a
+    running run's grace did not hold. It may be shown and reported on, never approved or
+    applied, not even once its `as_of` has passed."""
     as_of = facts.as_of
-    if as_of is None or as_of <= now + CLOCK_SKEW:
+    future = as_of is not None and as_of > now + CLOCK_SKEW
+    if as_of is None or not (future or facts.status is PlanStatus.WHAT_IF):
         return
     shown = as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     raise RefusedError(
         f"plan {facts.plan_id} was made as of {shown}, in the future: a what-if plan cannot "
         "be approved or applied; plan again without --as-of"
     )
+
+
+_WHAT_IF_REASON = "made as of a time after it was made: a what-if plan, never approved or applied"
 
 
 def effective_status(
@@ -348,12 +359,12 @@ def approve(
         _lock_plan(conn, plan_id)
         facts, decisions = _read(conn, plan_id)
         state = derive(facts, decisions, now)
+        refuse_future_as_of(facts, now)
         if state.status in _FINAL:
             detail = f" ({state.reasons[0]})" if state.reasons else ""
             raise ApprovalError(
                 f"plan {plan_id} is {state.status}{detail}: it cannot be approved; make a new plan"
             )
-        refuse_future_as_of(facts, now)
         if state.mode == "notice" and state.applicable_after is not None:
             raise ApprovalError(
                 f"plan {plan_id} is in notice mode: it needs no approval and becomes applicable "

@@ -108,9 +108,9 @@ def plan(
     from governance.policy import load_policy
 
     out_fmt = format_for_path(out_path) if out_path is not None else None
+    policy = load_policy(policy_path)
     if out_path is not None:
         _check_writable(out_path)  # before anything is scanned or saved
-    policy = load_policy(policy_path)
     stores = None if no_scan else _scan(app, policy)
     made = make_plan(app.engine, policy, as_of, actor=app.settings.identity, stores=stores)
     _info(app, f"saved plan {made.plan_id} ({made.status}): {made.summary.actions:,} actions")

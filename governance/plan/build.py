@@ -33,6 +33,7 @@ from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
 from governance.plan.totals import Totals, summarize
 from governance.plan.types import (
+    WHAT_IF_MARGIN,
     ActionType,
     KeptArtifact,
     Plan,
@@ -249,6 +250,10 @@ def _build(
     refused = refusal(deleted, totals, policy.safety)
     if refused is not None:
         status = PlanStatus.REFUSED
+    elif as_of > created_at + WHAT_IF_MARGIN:
+        # everything in it looked older than it is (min_age and grace did not hold): a
+        # plan to read, never to approve or apply, even once its as_of has passed
+        status = PlanStatus.WHAT_IF
     elif any(policy.requires_approval(a.action.value) for a in actions):
         status = PlanStatus.PENDING_APPROVAL
     else:

@@ -7,7 +7,7 @@ saves it; reports render it; apply executes its actions against their preconditi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -29,6 +29,11 @@ class PlanStatus(StrEnum):
     PARTIALLY_APPLIED = "partially_applied"
     EXPIRED = "expired"
     REFUSED = "refused"
+    WHAT_IF = "what_if"  # made as of a time after it was made: reported on, never applied
+
+
+WHAT_IF_MARGIN = timedelta(minutes=5)
+"""How far `as_of` may lie past a plan's creation (clock skew) before it is a what-if plan."""
 
 
 class KeptHow(StrEnum):

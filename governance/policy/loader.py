@@ -188,8 +188,10 @@ def _message(err: Any, loc: Loc) -> str:
         return f"expected a mapping, got {_type_name(err['input'])}"
     if kind in _STRICT_TYPES and "input" in err:
         value = err["input"]
-        shown = str(value).lower() if isinstance(value, bool) else repr(value)
-        return f"expected {_STRICT_TYPES[kind]}, got {_type_name(value)} {shown}"
+        shown = (
+            "" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+        )
+        return f"expected {_STRICT_TYPES[kind]}, got {_type_name(value)} {shown}".rstrip()
     for prefix in _VALUE_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
@@ -205,6 +207,8 @@ _STRICT_TYPES = {
 
 def _type_name(value: Any) -> str:
     names = {list: "a list", str: "a string", int: "a number", bool: "a boolean", float: "a number"}
+    if value is None:
+        return "an empty value"
     return names.get(type(value), type(value).__name__)
 
 

@@ -73,6 +73,18 @@ class StorageRoot(PolicyModel):
         return url
 
 
+def _opened(url: str) -> str:
+    """The root URL as `storage.normalize_url` opens it (as written when it cannot be:
+    `StorageRoot` reports that)."""
+    from governance.errors import ArgumentError
+    from governance.storage import normalize_url
+
+    try:
+        return normalize_url(url)
+    except ArgumentError:
+        return url
+
+
 class RunStatusConfig(PolicyModel):
     """Overrides of the built-in run status detection."""
 
@@ -367,13 +379,17 @@ class Policy(PolicyModel):
     @field_validator("storage")
     @classmethod
     def _unique_roots(cls, roots: tuple[StorageRoot, ...]) -> tuple[StorageRoot, ...]:
+        # compared as the scanner and planner open them (s3a:// is s3://, file://localhost/
+        # is file:///): two spellings of one place are one root
+        opened = [_opened(root.url) for root in roots]
         for i, root in enumerate(roots):
-            for other in roots[:i]:
+            for j, other in enumerate(roots[:i]):
                 if root.name == other.name:
                     raise fail(f"duplicate storage name {root.name!r}", i, "name")
-                if root.url == other.url:
+                here, there = opened[i], opened[j]
+                if here == there:
                     raise fail(f"root {root.url} is listed twice", i, "url")
-                if root.url.startswith(other.url) or other.url.startswith(root.url):
+                if here.startswith(there) or there.startswith(here):
                     inner, outer = sorted((root.url, other.url), key=len, reverse=True)
                     raise fail(
                         f"root {inner} is inside root {outer}: roots must not overlap (their "

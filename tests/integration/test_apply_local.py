@@ -355,7 +355,7 @@ def test_a_plan_made_as_of_the_future_is_never_applied(tmp_path: Path) -> None:
     when = (datetime.now(UTC) + timedelta(days=30)).replace(microsecond=0)
     stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
     doc = setup.plan(as_of=stamp)
-    assert doc["status"] == "approved"
+    assert doc["status"] == "what_if"  # from the start: it needs no approval, yet never applies
     assert any("runs/live/" in a["artifact"]["uri"] for a in doc["actions"])
     message = (
         f"plan {doc['plan_id']} was made as of {stamp}, in the future: a what-if plan "
@@ -368,7 +368,7 @@ def test_a_plan_made_as_of_the_future_is_never_applied(tmp_path: Path) -> None:
     assert any(message in n for n in dry["notes"])
     assert snapshot(storage) == before
     assert not (storage.parent / ".govern-quarantine").exists()
-    assert setup.status(doc["plan_id"]) == "approved"  # shown as it is: nothing moved
+    assert setup.status(doc["plan_id"]) == "what_if"  # shown as it is: nothing moved
 
     # the same tree planned now keeps the live run's fresh checkpoints, and applies
     now = setup.plan()

@@ -34,9 +34,9 @@ def _json(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-def _plan(catalog: str, policy: Path, *extra: str) -> str:
+def _plan(catalog: str, policy: Path, *extra: str, status: str = "pending_approval") -> str:
     doc = _json(_run(catalog, "plan", "--policy", str(policy), "--format", "json", *extra))
-    assert doc["status"] == "pending_approval"
+    assert doc["status"] == status
     assert doc["summary"]["actions"] > 0
     plan_id: str = doc["plan_id"]
     return plan_id
@@ -183,7 +183,7 @@ def test_a_what_if_plan_made_as_of_the_future_cannot_be_approved(
     setup: tuple[str, Path, Path],
 ) -> None:
     catalog, policy, _ = setup
-    plan_id = _plan(catalog, policy, "--as-of", FUTURE)
+    plan_id = _plan(catalog, policy, "--as-of", FUTURE, status="what_if")
     refused = _run(catalog, "approve", plan_id, "--comment", "ok", as_="bob")
     assert refused.exit_code == 3, (refused.stdout, refused.stderr)
     assert (
@@ -193,8 +193,10 @@ def test_a_what_if_plan_made_as_of_the_future_cannot_be_approved(
     assert [e["event"] for e in _json(_run(catalog, "audit", "--format", "json"))] == ["plan"]
     # it can still be shown and reported on, as it is
     shown = _json(_run(catalog, "show", plan_id, "--format", "json"))
-    assert shown["status"] == "pending_approval"
+    assert shown["status"] == "what_if"  # and `plans` says so, as approve and apply decide
     assert shown["as_of"] == "2100-01-01T00:00:00Z"
+    listed = {p["plan_id"]: p for p in _json(_run(catalog, "plans", "--format", "json"))}
+    assert listed[plan_id]["status"] == "what_if"
     # a clock a little ahead of the catalog's is no what-if: a few minutes are allowed
     soon = (datetime.now(UTC) + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     fine = _plan(catalog, policy, "--as-of", soon)

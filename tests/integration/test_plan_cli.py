@@ -109,7 +109,7 @@ def test_far_future_as_of_ages_everything(setup: tuple[str, Path, Path]) -> None
             assert obj["size"] >= 0
             assert obj["etag"]
     assert doc["summary"]["bytes_deleted"] > 0
-    assert doc["status"] == "pending_approval"
+    assert doc["status"] == "what_if"  # made as of a time after it was made: never applied
 
     # the second plan lists after the first, and `show` renders every other format
     _run(catalog, "plan", "--policy", str(policy), "--no-scan", "--format", "json")

@@ -175,7 +175,7 @@ def test_nothing_is_touched_inside_the_grace_period(bucket: Bucket) -> None:
 
 def test_five_days_on(bucket: Bucket) -> None:
     p = bucket.plan(5)
-    assert p.doc["status"] == "pending_approval"
+    assert p.doc["status"] == "what_if"  # five days ahead: read, never applied
     ck = HF_DONE + "checkpoint-{}/"
     # completed HF run, everything within 30d: recent 3 whole, mid-term buckets stripped,
     # best (5000) stripped and archived to DEEP_ARCHIVE in place, the rest deleted

@@ -240,6 +240,37 @@ def test_overlapping_roots(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("first", "second", "why"),
+    [
+        ("s3://ml-artifacts/", "s3a://ml-artifacts/nlp/", "is inside root s3://ml-artifacts/"),
+        ("s3://ml-artifacts/x/", "S3A://ml-artifacts/x", "is listed twice"),
+        ("/data/x/", "file://localhost/data/x/y", "is inside root file:///data/x/"),
+    ],
+)
+def test_roots_overlap_as_they_are_opened_not_as_spelled(
+    tmp_path: Path, first: str, second: str, why: str
+) -> None:
+    head = (
+        f"version: 1\nstorage:\n  - {{name: a, url: '{first}'}}\n  - {{name: b, url: '{second}'}}\n"
+    )
+    found = problems(tmp_path, "", head)
+    assert len(found) == 1
+    assert found[0].startswith("4:20: storage[1].url: root ")
+    assert why in found[0]
+
+
+def test_roots_that_only_share_a_name_prefix_do_not_overlap(tmp_path: Path) -> None:
+    head = "version: 1\nstorage:\n  - {name: a, url: s3://data/}\n  - {name: b, url: s3://data-archive/}\n"
+    assert len(load_policy(write(tmp_path, "", head)).storage) == 2
+
+
+def test_an_empty_count_says_so(tmp_path: Path) -> None:
+    assert problems(tmp_path, "approval: {approvers: }\n") == [
+        "5:22: approval.approvers: expected a whole number, got an empty value"
+    ]
+
+
+@pytest.mark.parametrize(
     ("url", "why"),
     [
         ("s3://ml/", "'ml' is not a valid bucket name"),
