@@ -318,8 +318,17 @@ def test_a_plan_made_as_of_the_future_is_neither_approved_nor_applied(engine: En
     for destructive in (True, False):
         with pytest.raises(RefusedError, match="what-if plan cannot be approved or applied"):
             check_applicable(engine, "p-what-if-free", now=_t(plan, 1), destructive=destructive)
-    # once the clock has passed its as_of, it is an ordinary plan
+    # saved so before the what_if status existed: once the clock has passed its as_of, it
+    # is an ordinary plan
     assert check_applicable(engine, "p-what-if-free", now=_t(plan, 25), destructive=True).applicable
+    # a plan built as a what-if says so for good: refused after its as_of has passed too
+    kept = replace(free, plan_id="p-what-if-kept", status=PlanStatus.WHAT_IF)
+    save_plan(engine, kept)
+    for at in (_t(plan, 1), _t(plan, 25), _t(plan, 24 * 30)):
+        with pytest.raises(RefusedError, match="what-if plan cannot be approved or applied"):
+            check_applicable(engine, "p-what-if-kept", now=at, destructive=True)
+        with pytest.raises(RefusedError, match="what-if plan cannot be approved or applied"):
+            approve(engine, "p-what-if-kept", actor="bob", comment=None, now=at)
 
 
 @pytest.mark.parametrize(("ahead_minutes", "refused"), [(4, False), (6, True)])

@@ -539,3 +539,29 @@ def test_a_completed_runs_final_checkpoint_may_be_stripped_or_archived(body: str
     cks = [checkpoint(R, s, 10 - s / 100) for s in (100, 200, 300)]
     plan = make_plan([group("a", cks, RunStatus.COMPLETED)], policy(body))
     assert kinds(plan, cks[-1].key) in (["strip"], ["archive"])
+
+
+@pytest.mark.parametrize(
+    ("ahead", "status"),
+    [
+        (timedelta(minutes=4), PlanStatus.PENDING_APPROVAL),  # clock skew
+        (timedelta(minutes=6), PlanStatus.WHAT_IF),
+        (timedelta(days=30), PlanStatus.WHAT_IF),
+    ],
+)
+def test_a_plan_made_as_of_a_time_after_its_creation_is_a_what_if(
+    ahead: timedelta, status: PlanStatus
+) -> None:
+    from governance.plan.build import build_plan
+
+    cks = [checkpoint(R, s, 40) for s in (100, 200, 300)]
+    plan = build_plan(
+        [snapshot([group("a", cks)])],
+        policy(KEEP_LAST_1 + "safety: {max_delete_fraction: 1}\n"),
+        AS_OF + ahead,
+        plan_id="p-test",
+        created_by="tester",
+        created_at=AS_OF,
+    )
+    assert plan.actions  # deletes, which need approval
+    assert plan.status is status
