@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governance.model.detectors import Context
 from governance.model.detectors.base import artifact, basename
 from governance.model.detectors.deepspeed import (
     DeepSpeedDetector,
@@ -19,7 +18,8 @@ from governance.model.detectors.deepspeed import (
 )
 from governance.model.grouping import _outermost_root
 from governance.model.runs import detected_run_of
-from governance.model.types import CatalogObject, ClassifyOptions
+from governance.model.types import CatalogObject
+from tests.unit.test_model_speed_grouping import TAG_NAMES, tracker_context
 
 SEGMENTS = st.sampled_from(["a", "b", "ab", "", "global_step1", "x.y"])
 FOLDERS = st.lists(SEGMENTS, min_size=0, max_size=5).map(lambda s: "".join(p + "/" for p in s))
@@ -47,21 +47,7 @@ def _obj(key: str, size: int = 10) -> CatalogObject:
     unit=st.sampled_from(
         ["r/global_step5/", "r/global_step5_universal/", "global_step7/", "r//", "r/tag//", "/"]
     ),
-    names=st.lists(
-        st.sampled_from(
-            [
-                "mp_rank_00_model_states.pt",
-                "mp_rank_01_model_states.pt",
-                "zero_pp_rank_0_mp_rank_00_optim_states.pt",
-                "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt",
-                "layer_01-model_states.pt",
-                "notes.txt",
-            ]
-        ),
-        min_size=1,
-        max_size=4,
-        unique=True,
-    ).map(sorted),
+    names=TAG_NAMES,
     latest=st.sampled_from([None, "global_step5", "global_step9", "global_step2", "tag"]),
 )
 def test_deepspeed_build_is_the_generic_artifact(
@@ -75,12 +61,7 @@ def test_deepspeed_build_is_the_generic_artifact(
         for t in ("latest", "latest_universal"):
             trackers[head + sep + t] = _obj(head + sep + t)
 
-    def read(o: CatalogObject) -> bytes | None:
-        return latest.encode() if latest is not None else None
-
-    def ctx() -> Context:
-        return Context(ClassifyOptions(as_of=AS_OF), read, {}, trackers)
-
+    ctx = tracker_context(trackers, latest)
     got = DeepSpeedDetector().build(unit, members, ctx())
     step = _tag_step(basename(unit))
     verdict = _combined(ranks_verdict(names), latest_verdict(unit, step, ctx()))

@@ -19,7 +19,7 @@ artifact counts (order of artifacts and objects included).
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from unittest.mock import patch
@@ -209,6 +209,20 @@ TAG_NAMES = st.lists(
     max_size=4,
     unique=True,
 ).map(sorted)
+"""File names of a DeepSpeed tag folder (model states, ZeRO partitions, pipeline layers)."""
+
+
+def tracker_context(
+    trackers: Mapping[str, CatalogObject], latest: str | None
+) -> Callable[[], Context]:
+    """A fresh classification context per call whose every tracker file names `latest`."""
+
+    def read(o: CatalogObject) -> bytes | None:
+        return latest.encode() if latest is not None else None
+
+    return lambda: Context(ClassifyOptions(as_of=AS_OF), read, {}, trackers)
+
+
 UNITS = st.sampled_from(
     [
         "r/global_step5/",
@@ -240,12 +254,7 @@ def test_deepspeed_builds_all_units_as_the_generic_artifact(
             for t in ("latest", "latest_universal"):
                 trackers[save_dir + t] = _obj(save_dir + t)
 
-    def read(o: CatalogObject) -> bytes | None:
-        return latest.encode() if latest is not None else None
-
-    def ctx() -> Context:
-        return Context(ClassifyOptions(as_of=AS_OF), read, {}, trackers)
-
+    ctx = tracker_context(trackers, latest)
     batch = [(unit, [_obj(unit + n) for n in names]) for unit, names in units]
     got = DeepSpeedDetector().build_all(batch, ctx())
     for (unit, members), art in zip(batch, got, strict=True):
