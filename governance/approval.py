@@ -13,7 +13,7 @@ A plan none of whose actions is in `require_for` is approved on creation. A plan
 approved at the moment its last needed approval came (or its creation, or the end of the
 notice period) and expires `expires_after` later. Time is always passed in as `now`. A
 plan made as of a future time (a what-if plan, `--as-of`) is never approved or applied,
-whatever its state (`refuse_future_as_of`).
+whatever its state (`refuse_what_if`).
 
 Writes lock the plan row first (a no-op UPDATE: a row lock on PostgreSQL, the write lock
 on SQLite), then read, decide and write in that one transaction, so two approvers at once
@@ -51,7 +51,6 @@ _R = ApprovalRow.__table__  # type: ignore[attr-defined]
 
 APPROVE, REJECT = "approve", "reject"
 SYSTEM_ACTOR = "govern"  # who expires a plan
-CLOCK_SKEW = WHAT_IF_MARGIN  # an `as_of` up to this far ahead of `now` is not "future"
 _FINAL = (
     PlanStatus.REFUSED, PlanStatus.REJECTED, PlanStatus.EXPIRED, PlanStatus.APPLIED,
     PlanStatus.WHAT_IF,
@@ -289,19 +288,20 @@ def _aware(now: datetime) -> None:
         raise ValueError("now must be timezone-aware (UTC)")
 
 
-def refuse_future_as_of(facts: PlanFacts, now: datetime) -> None:
+def refuse_what_if(facts: PlanFacts, now: datetime) -> None:
     """A what-if plan, made as of a time after it was made (its status says so since it
     was built), or as of a time later than `now` (a plan saved before that status
     existed): everything in it looked older than it is, so `protect.min_age` and a
     running run's grace did not hold. It may be shown and reported on, never approved or
     applied, not even once its `as_of` has passed."""
     as_of = facts.as_of
-    future = as_of is not None and as_of > now + CLOCK_SKEW
+    future = as_of is not None and as_of > now + WHAT_IF_MARGIN  # beyond clock skew
     if as_of is None or not (future or facts.status is PlanStatus.WHAT_IF):
         return
     shown = as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when_made = "in the future" if future else "later than it was made"
     raise RefusedError(
-        f"plan {facts.plan_id} was made as of {shown}, in the future: a what-if plan cannot "
+        f"plan {facts.plan_id} was made as of {shown}, {when_made}: a what-if plan cannot "
         "be approved or applied; plan again without --as-of"
     )
 
@@ -352,14 +352,14 @@ def approve(
     Approving twice, or a plan already approved, records nothing and says so in `reasons`.
     ApprovalError: the plan is refused, rejected, expired or applied; it is in notice mode;
     or `actor` made it and self-approval is not allowed. RefusedError: the plan was made
-    as of a future time (`refuse_future_as_of`).
+    as of a future time (`refuse_what_if`).
     """
     _aware(now)
     with engine.begin() as conn:
         _lock_plan(conn, plan_id)
         facts, decisions = _read(conn, plan_id)
         state = derive(facts, decisions, now)
-        refuse_future_as_of(facts, now)
+        refuse_what_if(facts, now)
         if state.status in _FINAL:
             detail = f" ({state.reasons[0]})" if state.reasons else ""
             raise ApprovalError(
@@ -447,7 +447,7 @@ def check_applicable(
     `destructive=False` (apply --only-non-destructive): a pending plan whose non-destructive
     actions need no approval may proceed. A plan found past its expiry is marked `expired`
     (audited as `actor`) before PlanExpiredError is raised. A plan made as of a future
-    time is refused whatever its approvals (`refuse_future_as_of`).
+    time is refused whatever its approvals (`refuse_what_if`).
     """
     _aware(now)
     with engine.connect() as conn:
@@ -464,7 +464,7 @@ def check_applicable(
         if facts.status is not PlanStatus.EXPIRED:
             _mark_expired(engine, plan_id, state, actor=actor, now=now)
         raise PlanExpiredError(f"plan {plan_id} has expired: {reason}; make a new plan")
-    refuse_future_as_of(facts, now)
+    refuse_what_if(facts, now)
     if state.applicable:
         return state
     if not destructive and not state.non_destructive_needs_approval:

@@ -324,6 +324,9 @@ def test_a_plan_made_as_of_the_future_is_neither_approved_nor_applied(engine: En
     # a plan built as a what-if says so for good: refused after its as_of has passed too
     kept = replace(free, plan_id="p-what-if-kept", status=PlanStatus.WHAT_IF)
     save_plan(engine, kept)
+    for at, made in ((_t(plan, 1), "in the future"), (_t(plan, 25), "later than it was made")):
+        with pytest.raises(RefusedError, match=f"{made}: a what-if plan cannot be approved"):
+            check_applicable(engine, "p-what-if-kept", now=at, destructive=True)
     for at in (_t(plan, 1), _t(plan, 25), _t(plan, 24 * 30)):
         with pytest.raises(RefusedError, match="what-if plan cannot be approved or applied"):
             check_applicable(engine, "p-what-if-kept", now=at, destructive=True)
