@@ -31,7 +31,7 @@ from governance.catalog.tables import (
     PlanRow,
     datetime_from_us,
 )
-from governance.errors import UnknownPlanError
+from governance.errors import CatalogError, UnknownPlanError
 from governance.plan.types import (
     ActionType,
     ArtifactRef,
@@ -58,7 +58,8 @@ OBJECT_FIELDS = (
     "storage_class",
     "version_id",
     "upload_id",
-    "uri",  # null when it is root_url + key (almost always)
+    "uri",  # always null: an object's URL is its action's root_url + key (older plans
+    # could store one here; `_action_from_row` checks that it is that)
 )
 
 
@@ -192,10 +193,10 @@ def _action_rows(plan: Plan, null: Any, *, for_core: bool = False) -> Iterator[t
         art = a.artifact
         root = art.root_url
         if for_core:
-            objects: Any = _object_lists(a.objects, root)
+            objects: Any = _object_lists(a.objects)
             size = sum(o.size for o in a.objects)
         else:
-            objects, size = _objects_text(a.objects, root)
+            objects, size = _objects_text(a.objects)
         kind = a.action
         yield (
             pid,
@@ -222,7 +223,7 @@ def _action_rows(plan: Plan, null: Any, *, for_core: bool = False) -> Iterator[t
         )
 
 
-def _object_lists(objects: list[ObjectRef], root: str) -> list[list[Any]]:
+def _object_lists(objects: list[ObjectRef]) -> list[list[Any]]:
     """An action's objects as the stored compact arrays (`OBJECT_FIELDS` order)."""
     out = []
     when: datetime | None = None
@@ -231,18 +232,8 @@ def _object_lists(objects: list[ObjectRef], root: str) -> list[list[Any]]:
         if o.last_modified is not when:  # an action's objects often share their time
             when = o.last_modified
             micros = epoch_micros(when)
-        uri = o.uri
         out.append(
-            [
-                o.key,
-                o.size,
-                o.etag,
-                micros,
-                o.storage_class,
-                o.version_id,
-                o.upload_id,
-                None if uri == root + o.key else uri,
-            ]
+            [o.key, o.size, o.etag, micros, o.storage_class, o.version_id, o.upload_id, None]
         )
     return out
 
@@ -252,8 +243,8 @@ _TEXTS: dict[str, str] = {"": '""', "STANDARD": '"STANDARD"'}
 up instead of encoded."""
 
 
-def _objects_text(objects: list[ObjectRef], root: str) -> tuple[str, int]:
-    """(`json.dumps(_object_lists(objects, root))`, the objects' total size), written in
+def _objects_text(objects: list[ObjectRef]) -> tuple[str, int]:
+    """(`json.dumps(_object_lists(objects))`, the objects' total size), written in
     one pass with the same string encoder and separators and no list per object: this is
     most of a plan save's Python time. A value of another type than json.dumps's own
     strings, integers and None (an integer subclass, say) sends the whole list through
@@ -273,20 +264,17 @@ def _objects_text(objects: list[ObjectRef], root: str) -> tuple[str, int]:
             if lm is not when:  # an action's objects often share their time
                 when = lm
                 micros = str(epoch_micros(lm))
-            key = o.key
-            uri = o.uri
             sc = o.storage_class
             vid = o.version_id
             up = o.upload_id
             parts.append(
-                f"[{enc(key)}, {n}, {enc(o.etag)}, {micros}, "
+                f"[{enc(o.key)}, {n}, {enc(o.etag)}, {micros}, "
                 f"{'null' if sc is None else texts.get(sc) or enc(sc)}, "
-                f"{'null' if vid is None else enc(vid)}, {texts.get(up) or enc(up)}, "
-                f"{'null' if uri == root + key else enc(uri)}]"
+                f"{'null' if vid is None else enc(vid)}, {texts.get(up) or enc(up)}, null]"
             )
             size += n
     except TypeError:
-        return json.dumps(_object_lists(objects, root)), sum(o.size for o in objects)
+        return json.dumps(_object_lists(objects)), sum(o.size for o in objects)
     return "[" + ", ".join(parts) + "]", size
 
 
@@ -477,19 +465,14 @@ def _header_from_row(row: Any) -> PlanHeader:
 
 def _action_from_row(row: Any) -> PlannedAction:
     root = row["root_url"]
-    objects = [
-        ObjectRef(
-            uri=uri if uri is not None else root + key,
-            key=key,
-            size=size,
-            etag=etag,
-            last_modified=datetime_from_us(lm),
-            storage_class=sc,
-            version_id=vid,
-            upload_id=upload,
-        )
-        for key, size, etag, lm, sc, vid, upload, uri in row["objects"]
-    ]
+    objects: list[ObjectRef] = []
+    for key, size, etag, lm, sc, vid, upload, uri in row["objects"]:
+        if uri is not None and uri != root + key:  # no plan is made so
+            raise CatalogError(
+                f"plan {row['plan_id']} action {row['action_id']}: object {uri} is not "
+                f"under the action's root {root}; the catalog's plan is damaged"
+            )
+        objects.append(ObjectRef(key, size, datetime_from_us(lm), etag, sc, vid, upload))
     return PlannedAction(
         id=row["action_id"],
         rule=row["rule"],

@@ -59,7 +59,7 @@ class RootSnapshot:
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
-    return (a.artifact.root_url, a.artifact.uri, _ACTION_ORDER[a.action], a.objects[0].uri)
+    return (a.artifact.root_url, a.artifact.uri, _ACTION_ORDER[a.action], a.objects[0].key)
 
 
 def _kept_sort_key(k: KeptArtifact) -> tuple[str, str]:

@@ -184,7 +184,7 @@ def action_costs(
 
 
 class Priced(Protocol):
-    """What pricing needs of an object (an `ObjectRef`, or the catalog object it is made of)."""
+    """What pricing needs of an object (an `ObjectRef`: a catalog object)."""
 
     @property
     def size(self) -> int: ...

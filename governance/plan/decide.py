@@ -56,7 +56,6 @@ from governance.plan.types import (
     ArtifactRef,
     KeptArtifact,
     KeptHow,
-    ObjectRef,
     PlannedAction,
 )
 from governance.policy.fields import DESTRUCTIVE_ACTIONS
@@ -220,22 +219,12 @@ def _action(
             objs = [y, x]
     elif len(objs) > 2 and not _in_object_order(objs):
         objs = sorted(objs, key=_OBJ_ORDER)
-    root_url = ctx.root_url
+    # The plan holds the catalog's objects themselves (`ObjectRef`), in a list of its own.
+    objects = objs if objs is not d.artifact.objects else list(objs)
     classes = _CLASSES
-    objects = [
-        ObjectRef(
-            root_url + o.key,
-            o.key,
-            o.size,
-            o.etag,
-            o.last_modified,
-            # one string per class name (every row brings its own copy)
-            sc if (sc := o.storage_class) is None else classes.setdefault(sc, sc),
-            o.version_id,
-            o.upload_id,
-        )
-        for o in objs
-    ]
+    for o in objects:  # one string per class name (every row brings its own copy)
+        if (sc := o.storage_class) is not None:
+            o.storage_class = classes.setdefault(sc, sc)
     early, request, before, after = action_costs(
         objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates
     )

@@ -68,7 +68,10 @@ def _action_texts(actions: Sequence[PlannedAction], enc: _Enc) -> list[str]:
     opens = _OPENS.setdefault(enc, {})
     for a in actions:
         rows = a.objects
-        art = a.artifact.uri
+        artifact = a.artifact
+        art, root = artifact.uri, artifact.root_url
+        # an object's URI is root + key: under the artifact's when its key is under this
+        art_key = art[len(root) :] if art.startswith(root) else None
         art_text = enc(art)
         kind = a.action
         opening = opens.get(kind) or _open(opens, enc, kind)
@@ -77,19 +80,20 @@ def _action_texts(actions: Sequence[PlannedAction], enc: _Enc) -> list[str]:
         dest_text = "null" if dest is None else enc(dest)
         if len(rows) == 2:  # (`_in_object_order` inline, for the commonest size)
             x, y = rows
-            xu, yu = x.uri, y.uri
-            if yu < xu or (yu == xu and (y.version_id or "") < (x.version_id or "")):
-                x, y, xu, yu = y, x, yu, xu
+            xk, yk = x.key, y.key  # one root: in the order of their URIs
+            if yk < xk or (yk == xk and (y.version_id or "") < (x.version_id or "")):
+                x, y, xk, yk = y, x, yk, xk
             if (
                 x.version_id is None
                 and y.version_id is None
-                and xu.startswith(art)
-                and yu.startswith(art)
+                and art_key is not None
+                and xk.startswith(art_key)
+                and yk.startswith(art_key)
             ):
-                n = len(art)
+                n = len(art_key)
                 head = art_text[:-1]
-                rx = rest_of(xu[n:]) or _rest(rests, enc, xu[n:])
-                ry = rest_of(yu[n:]) or _rest(rests, enc, yu[n:])
+                rx = rest_of(xk[n:]) or _rest(rests, enc, xk[n:])
+                ry = rest_of(yk[n:]) or _rest(rests, enc, yk[n:])
                 append(
                     f'{opening}{art_text},"dest_url":{dest_text},"objects":[[{head}{rx},'
                     f"{x.size!r},{enc(x.etag)},null],[{head}{ry},{y.size!r},{enc(y.etag)},"
@@ -100,21 +104,24 @@ def _action_texts(actions: Sequence[PlannedAction], enc: _Enc) -> list[str]:
         elif len(rows) > 2 and not _in_object_order(rows):
             rows = sorted(rows, key=_object_order)
         head = art_text[:-1]
-        objects = ",".join([_object_text(o, art, head, rests, enc) for o in rows])
+        objects = ",".join([_object_text(o, root, art_key, head, rests, enc) for o in rows])
         append(f'{opening}{art_text},"dest_url":{dest_text},"objects":[{objects}]{tail}')
     return out
 
 
-def _object_text(o: ObjectRef, art: str, head: str, rests: dict[str, str], enc: _Enc) -> str:
-    """One object's entry of an action's document (`art`: the artifact URI, `head`: its
-    written form without the closing quote)."""
-    uri = o.uri
+def _object_text(
+    o: ObjectRef, root: str, art_key: str | None, head: str, rests: dict[str, str], enc: _Enc
+) -> str:
+    """One object's entry of an action's document (its URI is `root` + its key; `art_key`:
+    the artifact's key under `root` (None: the artifact is elsewhere), `head`: the
+    artifact URI's written form without the closing quote)."""
+    key = o.key
     v = o.version_id
-    if uri.startswith(art):
-        rest = uri[len(art) :]
+    if art_key is not None and key.startswith(art_key):
+        rest = key[len(art_key) :]
         uri_text = head + (rests.get(rest) or _rest(rests, enc, rest))
     else:
-        uri_text = enc(uri)
+        uri_text = enc(root + key)
     return f"[{uri_text},{o.size!r},{enc(o.etag)},{'null' if v is None else enc(v)}]"
 
 
@@ -157,7 +164,8 @@ _MEMO_LIMIT = 65_536
 
 
 def _object_order(o: ObjectRef) -> tuple[str, str]:
-    return (o.uri, o.version_id or "")
+    """An action's objects in the order of their URIs (one root: of their keys)."""
+    return (o.key, o.version_id or "")
 
 
 def _in_object_order(objects: Sequence[ObjectRef]) -> bool:
@@ -165,8 +173,8 @@ def _in_object_order(objects: Sequence[ObjectRef]) -> bool:
     action's objects are in key order: almost always)."""
     prev = objects[0]
     for o in objects[1:]:
-        if o.uri < prev.uri or (
-            o.uri == prev.uri and (o.version_id or "") < (prev.version_id or "")
+        if o.key < prev.key or (
+            o.key == prev.key and (o.version_id or "") < (prev.version_id or "")
         ):
             return False
         prev = o

@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from governance.model.types import CatalogObject
+
 
 class ActionType(StrEnum):
     DELETE = "delete"
@@ -46,18 +48,11 @@ class KeptHow(StrEnum):
     RULE_KEEPS = "rule_keeps"
 
 
-@dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
-class ObjectRef:
-    """One object an action touches, with the preconditions apply re-checks."""
-
-    uri: str
-    key: str
-    size: int
-    etag: str
-    last_modified: datetime
-    storage_class: str | None = None
-    version_id: str | None = None
-    upload_id: str = ""
+ObjectRef = CatalogObject
+"""One object an action touches, with the preconditions apply re-checks (size, ETag,
+modification time, storage class, version id, upload id): the catalog's own record of it,
+held by the plan as the planner read it, not copied (a large plan has a million). Its key
+is relative to the action's root: `PlannedAction.uri_of` gives its URL."""
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
@@ -91,6 +86,15 @@ class PlannedAction:
     @property
     def bytes(self) -> int:
         return sum([o.size for o in self.objects])
+
+    def uri_of(self, obj: ObjectRef) -> str:
+        """The URL of one of the action's objects (every one is under the action's root)."""
+        return self.artifact.root_url + obj.key
+
+    @property
+    def object_uris(self) -> list[str]:
+        root = self.artifact.root_url
+        return [root + o.key for o in self.objects]
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types

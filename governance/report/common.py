@@ -70,9 +70,10 @@ def artifact_dict(ref: ArtifactRef) -> dict[str, Any]:
     }
 
 
-def object_dict(obj: ObjectRef) -> dict[str, Any]:
+def object_dict(obj: ObjectRef, root_url: str) -> dict[str, Any]:
+    """One object of an action (whose root is `root_url`) as the JSON report shows it."""
     row: dict[str, Any] = {
-        "uri": obj.uri,
+        "uri": root_url + obj.key,
         "size": obj.size,
         "etag": obj.etag,
         "last_modified": iso(obj.last_modified),
@@ -93,7 +94,7 @@ def action_dict(a: PlannedAction) -> dict[str, Any]:
         "action": ActionType(a.action).value,
         "destructive": a.destructive,
         "artifact": artifact_dict(a.artifact),
-        "objects": [object_dict(o) for o in a.objects],
+        "objects": [object_dict(o, a.artifact.root_url) for o in a.objects],
         "bytes": a.bytes,
         "reason": a.reason,
         "storage_class": a.storage_class,

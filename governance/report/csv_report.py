@@ -31,6 +31,7 @@ def iter_rows(plan: Plan) -> Iterator[tuple[object, ...]]:
     """The CSV rows (without the header), in action then object order."""
     for a in plan.actions:
         action = ActionType(a.action).value
+        root = a.artifact.root_url
         for o in a.objects:
             yield (
                 plan.plan_id,
@@ -40,7 +41,7 @@ def iter_rows(plan: Plan) -> Iterator[tuple[object, ...]]:
                 action,
                 "true" if a.destructive else "false",
                 a.artifact.uri,
-                o.uri,
+                root + o.key,
                 o.size,
                 o.etag,
                 iso(o.last_modified),

@@ -76,7 +76,8 @@ def _environment() -> Environment:
 
 
 def _action_view(a: Any) -> ActionView:
-    objects = [o.uri for o in a.objects[:OBJECTS_SHOWN]]
+    root = a.artifact.root_url
+    objects = [root + o.key for o in a.objects[:OBJECTS_SHOWN]]
     target = a.storage_class or a.dest_url or ""
     return ActionView(
         id=a.id,

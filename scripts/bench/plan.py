@@ -34,7 +34,7 @@ the catalog's."
      strictest reference, so the build is judged against both;
    - *floor*: the least work any plan of this shape takes in this design, with no
      classification, rule or cost in it: the raw read, objects grouped by folder, one
-     `PlannedAction` (with an `ObjectRef` per object) per folder, and the fingerprint of
+     `PlannedAction` (holding the folder's catalog objects) per folder, and the fingerprint of
      those actions, with the garbage collector off. It shows how much
      of the build is the planner's logic and how much is holding a plan of half a million
      actions as Python objects at all;
@@ -265,20 +265,15 @@ def _floor(engine: Any, root_id: int) -> int:
     """The floor phase (see the module docstring); returns how many actions it made."""
     from governance.catalog.queries import stream_live_objects
     from governance.plan.fingerprint import fingerprint
-    from governance.plan.types import ActionType, ArtifactRef, ObjectRef, PlannedAction
+    from governance.plan.types import ActionType, ArtifactRef, PlannedAction
 
     actions: list[Any] = []
     delete = ActionType.DELETE
 
     def act(folder: str, members: list[Any]) -> None:
         ref = ArtifactRef(ROOT_URL + folder, "checkpoint", None, None, ROOT_URL)
-        objects = [
-            ObjectRef(ROOT_URL + o.key, o.key, o.size, o.etag, o.last_modified,
-                      o.storage_class, o.version_id, o.upload_id)
-            for o in members
-        ]  # fmt: skip
-        actions.append(
-            PlannedAction(0, "floor", None, delete, True, ref, objects, "floor", None, None)
+        actions.append(  # (the plan holds the catalog objects themselves: `ObjectRef`)
+            PlannedAction(0, "floor", None, delete, True, ref, members, "floor", None, None)
         )
 
     gc.disable()  # the least it can cost: no collection at all (the build freezes, see build)

@@ -29,7 +29,6 @@ T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 def _obj(key: str, size: int, i: int, **kw: object) -> ObjectRef:
     return ObjectRef(
-        uri=ROOT + key,
         key=key,
         size=size,
         etag=f'"etag-{i}"',
@@ -123,7 +122,6 @@ def sample_plan(
             artifact=ArtifactRef(f"{ROOT}copies/w.bin", "weights", None, None, ROOT),
             objects=[
                 ObjectRef(
-                    uri="s3://other-bucket/copies/w.bin",
                     key="copies/w.bin",
                     size=7,
                     etag="e7",

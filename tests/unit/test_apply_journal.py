@@ -71,7 +71,7 @@ def test_a_dead_holder_on_this_host_loses_the_lock_at_once(engine: Any) -> None:
 
 
 def ref(size: int = 10, etag: str = "e1", version: str | None = None) -> ObjectRef:
-    return ObjectRef("s3://b/k", "k", size, etag, NOW, version_id=version)
+    return ObjectRef("k", size, NOW, etag, version_id=version)
 
 
 def state(size: int = 10, etag: str = "e1", version: str | None = None, **kw: Any) -> ObjectState:

@@ -46,7 +46,7 @@ def residue_action(i: int, key: str | None = None) -> PlannedAction:
         action=ActionType.DELETE,
         destructive=True,
         artifact=ArtifactRef(ROOT + key, "residue", None, None, ROOT),
-        objects=[ObjectRef(ROOT + key, key, 16, "0123456789abcdef0123456789abcdef", T0)],
+        objects=[ObjectRef(key, 16, T0, "0123456789abcdef0123456789abcdef")],
         reason="residue older than 1d",
     )
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from governance.catalog.plans import _object_lists, _objects_text
 from governance.plan.types import ObjectRef
 
-ROOT = "s3://b/"
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 
 text = st.text()  # any code point: quotes, backslashes, control characters, non-ASCII
@@ -27,10 +26,8 @@ common = st.sampled_from(["", "STANDARD", "GLACIER"])  # the strings looked up, 
 
 @st.composite
 def object_refs(draw: st.DrawFn) -> ObjectRef:
-    key = draw(text)
     return ObjectRef(
-        uri=draw(st.just(ROOT + key) | text),  # mostly root + key, stored as null
-        key=key,
+        key=draw(text),
         size=draw(sizes),
         etag=draw(text),
         last_modified=draw(times),
@@ -44,7 +41,6 @@ def _shared_times(refs: list[ObjectRef]) -> list[ObjectRef]:
     """The same refs all at one time object (the planner's objects often share theirs)."""
     return [
         ObjectRef(
-            uri=r.uri,
             key=r.key,
             size=r.size,
             etag=r.etag,
@@ -60,15 +56,15 @@ def _shared_times(refs: list[ObjectRef]) -> list[ObjectRef]:
 @given(st.lists(object_refs(), max_size=4))
 def test_objects_text_is_json_dumps(refs: list[ObjectRef]) -> None:
     for objects in (refs, _shared_times(refs)):
-        written, size = _objects_text(objects, ROOT)
-        assert written == json.dumps(_object_lists(objects, ROOT))
+        written, size = _objects_text(objects)
+        assert written == json.dumps(_object_lists(objects))
         assert size == sum(o.size for o in objects)
-        assert json.loads(written) == _object_lists(objects, ROOT)
+        assert json.loads(written) == _object_lists(objects)
 
 
 @given(st.lists(object_refs(), max_size=3), st.sampled_from([True, 1.5]))
 def test_other_value_types_fall_back_to_json_dumps(refs: list[ObjectRef], odd: Any) -> None:
-    objects = [*refs, ObjectRef(ROOT + "k", "k", odd, "e", T0)]
-    written, size = _objects_text(objects, ROOT)
-    assert written == json.dumps(_object_lists(objects, ROOT))
+    objects = [*refs, ObjectRef("k", odd, T0, "e")]
+    written, size = _objects_text(objects)
+    assert written == json.dumps(_object_lists(objects))
     assert size == sum(o.size for o in objects)

@@ -29,7 +29,7 @@ rules:
 
 
 def _ref(size: int, storage_class: str | None, age_days: float) -> ObjectRef:
-    return ObjectRef("s3://b/k", "k", size, '"e"', ago(age_days), storage_class)
+    return ObjectRef("k", size, ago(age_days), '"e"', storage_class)
 
 
 def test_gb_is_a_gib() -> None:

@@ -57,7 +57,7 @@ def test_fingerprint_changes_with_an_etag_or_as_of() -> None:
     p = make_plan(_groups(), pol)
     actions = copy.deepcopy(p.actions)
     o = actions[0].objects[0]
-    actions[0].objects[0] = ObjectRef(o.uri, o.key, o.size, '"changed"', o.last_modified)
+    actions[0].objects[0] = ObjectRef(o.key, o.size, o.last_modified, '"changed"')
     assert fingerprint(actions, p.kept) != p.fingerprint
     later = build_plan(
         [snapshot(_groups())], pol, AS_OF + timedelta(days=30), plan_id="x", created_by="x",
@@ -82,7 +82,7 @@ def _canonical(actions: list[PlannedAction], kept: list[KeptArtifact]) -> str:
             "artifact": a.artifact.uri,
             "dest_url": a.dest_url,
             "objects": sorted(
-                ([o.uri, o.size, o.etag, o.version_id] for o in a.objects),
+                ([a.uri_of(o), o.size, o.etag, o.version_id] for o in a.objects),
                 key=lambda o: (o[0], o[3] or ""),
             ),
             "rule": a.rule,
@@ -104,7 +104,7 @@ def _canonical(actions: list[PlannedAction], kept: list[KeptArtifact]) -> str:
 
 def _delete(uri: str) -> PlannedAction:
     ref = ArtifactRef(uri, "residue", None, None, "s3://b/")
-    obj = ObjectRef(uri, uri.removeprefix("s3://b/"), 1, '"e"', AS_OF)
+    obj = ObjectRef(uri.removeprefix("s3://b/"), 1, AS_OF, '"e"')
     return PlannedAction(0, "r", None, ActionType.DELETE, True, ref, [obj], "why")
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import Engine
 
 from governance.catalog.engine import open_engine
 from governance.catalog.plans import (
@@ -18,10 +20,10 @@ from governance.catalog.plans import (
     save_plan,
     set_plan_status,
 )
-from governance.errors import EXIT_BAD_INPUT, UnknownPlanError
+from governance.errors import EXIT_BAD_INPUT, CatalogError, UnknownPlanError
 from governance.plan.types import Plan, PlanStatus
 from tests.catalogs import catalog_url  # noqa: F401
-from tests.unit.plan_samples import AS_OF, sample_plan
+from tests.unit.plan_samples import AS_OF, ROOT, sample_plan
 
 
 def test_plan_round_trips_every_field(catalog_url: str) -> None:  # noqa: F811
@@ -32,8 +34,37 @@ def test_plan_round_trips_every_field(catalog_url: str) -> None:  # noqa: F811
     assert loaded == plan  # dataclass equality: every field, every action, object and kept row
     assert loaded.as_of.tzinfo is not None
     assert loaded.actions[1].objects[0].last_modified == plan.actions[1].objects[0].last_modified
-    # the object whose URI is not root + key keeps its own URI
-    assert loaded.actions[5].objects[0].uri == "s3://other-bucket/copies/w.bin"
+    assert loaded.actions[5].uri_of(loaded.actions[5].objects[0]) == ROOT + "copies/w.bin"
+    engine.dispose()
+
+
+def _store_object_uri(engine: Engine, plan_id: str, action_id: int, uri: str) -> None:
+    """Write `uri` into the stored URL field of the action's first object (as an older
+    version could: the field is null now, the URL being the root's plus the key)."""
+    with engine.begin() as conn:
+        stored = conn.execute(
+            text("SELECT objects FROM plan_actions WHERE plan_id = :p AND action_id = :a"),
+            {"p": plan_id, "a": action_id},
+        ).scalar_one()
+        objects = json.loads(stored) if isinstance(stored, str) else stored
+        objects[0][-1] = uri
+        conn.execute(
+            text("UPDATE plan_actions SET objects = :o WHERE plan_id = :p AND action_id = :a"),
+            {"o": json.dumps(objects), "p": plan_id, "a": action_id},
+        )
+
+
+def test_a_stored_object_url_is_its_roots_plus_its_key(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    plan = sample_plan()
+    save_plan(engine, plan)
+    action = plan.actions[0]
+    _store_object_uri(engine, plan.plan_id, action.id, action.uri_of(action.objects[0]))
+    assert load_plan(engine, plan.plan_id) == plan  # the same URL, written out: as before
+    _store_object_uri(engine, plan.plan_id, action.id, "s3://elsewhere/" + action.objects[0].key)
+    with pytest.raises(CatalogError, match=rf"plan {plan.plan_id} action {action.id}: object "
+                       r"s3://elsewhere/.* is not under the action's root"):  # fmt: skip
+        load_plan(engine, plan.plan_id)
     engine.dispose()
 
 

@@ -28,7 +28,7 @@ def test_one_row_per_object_with_the_required_columns() -> None:
     rows = list(csv.DictReader(io.StringIO(render(plan, "csv"))))
     assert len(rows) == sum(len(a.objects) for a in plan.actions) == 7
     assert set(REQUIRED) <= set(rows[0])
-    assert [r["object_uri"] for r in rows] == [o.uri for a in plan.actions for o in a.objects]
+    assert [r["object_uri"] for r in rows] == [a.uri_of(o) for a in plan.actions for o in a.objects]
     first = rows[0]
     assert first["plan_id"] == plan.plan_id
     assert first["action_id"] == "1"
