@@ -13,7 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, or_, select
+from sqlalchemy import and_, case, delete, exists, false, or_, select
 from sqlalchemy.engine import Engine
 
 from governance.catalog.tables import MetaCache, StoredObject
@@ -43,8 +43,9 @@ def _candidates(engine: Engine, root_id: int) -> list[tuple[str, str, int]]:
         _O.root_id == root_id,
         _O.gone_scan_id.is_(None),
         _O.upload_id == "",
-        _O.size <= MAX_BYTES,
-        or_(*patterns),
+        # The size first, then the names: most objects are too large to be metadata, and
+        # SQLite otherwise matches every key against every pattern (twice the time).
+        case((_O.size <= MAX_BYTES, or_(*patterns)), else_=false()),
         ~cached,
     )
     with engine.connect() as conn:
