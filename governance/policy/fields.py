@@ -41,11 +41,12 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> 
 
 
 class StorageClass(StrEnum):
-    """S3 storage classes, warmest first: the order is the transition waterfall."""
+    """S3 storage classes, warmest first: the order is the transition waterfall, as S3
+    lifecycle supports it (STANDARD_IA may move to INTELLIGENT_TIERING, not back)."""
 
     STANDARD = "STANDARD"
-    INTELLIGENT_TIERING = "INTELLIGENT_TIERING"
     STANDARD_IA = "STANDARD_IA"
+    INTELLIGENT_TIERING = "INTELLIGENT_TIERING"
     ONEZONE_IA = "ONEZONE_IA"
     GLACIER_IR = "GLACIER_IR"
     GLACIER = "GLACIER"

@@ -218,6 +218,7 @@ rules:
         (70, "STANDARD_IA", "GLACIER_IR"),
         (70, "GLACIER_IR", None),  # already there
         (70, "DEEP_ARCHIVE", None),  # colder: never up the waterfall
+        (20, "INTELLIGENT_TIERING", None),  # colder than STANDARD_IA (S3's waterfall)
     ],
 )
 def test_transition_ladder(age: int, current: str | None, expected: str | None) -> None:

@@ -354,6 +354,27 @@ def test_transition_up_the_waterfall(tmp_path: Path) -> None:
     )
 
 
+def test_the_waterfall_is_s3_lifecycles_standard_ia_before_intelligent_tiering(
+    tmp_path: Path,
+) -> None:
+    """S3 lifecycle moves STANDARD_IA objects to INTELLIGENT_TIERING, never the reverse."""
+    ladder = """\
+        rules:
+          - name: logs
+            transition:
+              - {after: 30d, storage_class: %s}
+              - {after: 60d, storage_class: %s}
+        """
+    loaded = load_policy(write(tmp_path, ladder % ("STANDARD_IA", "INTELLIGENT_TIERING")))
+    assert [t.storage_class for t in loaded.rules[0].transition or []] == [
+        StorageClass.STANDARD_IA,
+        StorageClass.INTELLIGENT_TIERING,
+    ]
+    [found] = problems(tmp_path, ladder % ("INTELLIGENT_TIERING", "STANDARD_IA"))
+    assert "transition to STANDARD_IA goes up the waterfall from INTELLIGENT_TIERING" in found
+    assert "(STANDARD > STANDARD_IA > INTELLIGENT_TIERING > ONEZONE_IA > GLACIER_IR" in found
+
+
 def test_transition_after_must_increase_and_expire_come_last(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
