@@ -1,4 +1,5 @@
-"""The cost model: monthly storage cost, early-deletion charges, transition request costs.
+"""The cost model: monthly storage cost, early-deletion charges, the request and retrieval
+costs of transitions and archives.
 
 Prices are USD per GB-month from `policy.price` (the policy's `pricing` over the built-in
 us-east-1 list prices of reference.md). AWS bills a "GB" as 2^30 bytes (GiB), so a
@@ -54,6 +55,18 @@ TRANSITION_USD_PER_1000: dict[str, float] = {
 
 COPY_USD_PER_1000 = 0.005
 """PUT/COPY requests into STANDARD, for archive by copy to another location."""
+
+RETRIEVAL_USD_PER_GB: dict[str, float] = {
+    "STANDARD_IA": 0.01,
+    "ONEZONE_IA": 0.01,
+    "GLACIER_IR": 0.03,
+}
+"""Data retrieval, USD per GB read out of these classes (us-east-1 list prices; re-check):
+a transition or archive is a copy, which reads its source."""
+
+RESTORE_FIRST = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+"""Classes whose objects must be restored before they can be read or copied: a plan does
+not move them (a copy would fail)."""
 
 
 def coldness(storage_class: str | None) -> int | None:
@@ -173,10 +186,11 @@ def action_costs(
     if kind in _MOVING and dest_url is None:
         after = _in_class(objs, rates, storage_class)
         request = len(objs) / 1000 * TRANSITION_USD_PER_1000.get(storage_class or "", 0.0)
+        request += _retrieval(objs)
     elif kind is _ARCHIVE:
         # the copy lands in the destination's default class; the source side is removed
         after = _in_class(objs, rates, "STANDARD")
-        request = len(objs) / 1000 * COPY_USD_PER_1000
+        request = len(objs) / 1000 * COPY_USD_PER_1000 + _retrieval(objs)
     else:
         after = 0.0
         request = 0.0
@@ -196,6 +210,12 @@ class Priced(Protocol):
 
 _MOVING = (ActionType.TRANSITION, ActionType.ARCHIVE)
 _ARCHIVE = ActionType.ARCHIVE  # (read once: an enum class's attributes are slow to read)
+
+
+def _retrieval(objects: Sequence[Priced]) -> float:
+    """What copying `objects` bills for reading them out of their classes."""
+    fees = RETRIEVAL_USD_PER_GB
+    return sum(o.size / GB * fees.get(storage_class_of(o.storage_class), 0.0) for o in objects)
 
 
 def _in_class(objects: Sequence[Priced], rates: Rates, target: str | None) -> float:

@@ -38,6 +38,7 @@ from governance.model.types import (
 from governance.plan import tiers as tiering
 from governance.plan.costs import (
     MIN_TRANSITION_BYTES,
+    RESTORE_FIRST,
     Rates,
     action_costs,
     coldness,
@@ -270,19 +271,28 @@ def _in_object_order(objs: list[CatalogObject]) -> bool:
     return True
 
 
+_RESTORE_FIRST = min(c for c in map(coldness, RESTORE_FIRST) if c is not None)
+"""The first class of the waterfall whose objects cannot be copied before a restore."""
+_NEEDS_RESTORE = (
+    "object(s) in GLACIER or DEEP_ARCHIVE stay where they are (a copy needs a restore first)"
+)
+
+
 def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObject], list[str]]:
     """Objects to move to `target` (down the waterfall only), and why the others stay."""
     goal = coldness(target)
     assert goal is not None
     minimum = MIN_TRANSITION_BYTES.get(target, 0)
     move: list[CatalogObject] = []
-    small = colder = unknown = 0
+    small = colder = unknown = restore = 0
     for o in objects:
         here = coldness(o.storage_class)
         if o.upload_id or here is None:
             unknown += 1
         elif here >= goal:
             colder += 1
+        elif here >= _RESTORE_FIRST:  # (GLACIER to DEEP_ARCHIVE) a copy needs a restore
+            restore += 1
         elif o.size < minimum:
             small += 1
         else:
@@ -290,6 +300,8 @@ def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObj
     stays: list[str] = []
     if colder:
         stays.append(f"{colder} object(s) already in {target} or colder")
+    if restore:
+        stays.append(f"{restore} {_NEEDS_RESTORE}")
     if small:
         stays.append(
             f"{small} object(s) under {format_bytes(minimum)} stay where they are "
@@ -427,8 +439,12 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
     if tier.archive is not None:
         if tier.archive.url is not None:
             dest = tier.archive.url + art.key
-            notes.append(f"archived: copied to {dest}, then removed here")
-            archiving = (_ARCHIVE, remaining, None, dest)
+            frozen = sum(1 for o in remaining if (coldness(o.storage_class) or 0) >= _RESTORE_FIRST)
+            if frozen:
+                notes.append(f"not archived to {dest}: {frozen} {_NEEDS_RESTORE}")
+            else:
+                notes.append(f"archived: copied to {dest}, then removed here")
+                archiving = (_ARCHIVE, remaining, None, dest)
         elif not ctx.classes:
             target = tier.archive.storage_class.value if tier.archive.storage_class else "?"
             ctx.not_applicable.append((rule.name, f"archive to {target}"))

@@ -90,6 +90,31 @@ rules:
     assert plan.summary.bytes_transitioned == 4 * MiB
 
 
+def test_a_copy_out_of_an_infrequent_access_class_pays_retrieval() -> None:
+    """A transition is a copy, which reads its source: per GB out of IA and Glacier IR."""
+    pol = policy(
+        """
+protect: {min_age: 1d}
+rules:
+  - name: data
+    select: {kind: dataset}
+    transition: [{after: 1d, storage_class: DEEP_ARCHIVE}]
+"""
+    )
+    arts = [
+        single(f"data/{cls}.bin", Kind.DATASET, 2 * GiB, 200, storage_class=cls)
+        for cls in ("STANDARD", "STANDARD_IA", "GLACIER_IR")
+    ]
+    plan = make_plan([group(None, arts)], pol)
+    request = 0.05 / 1000  # one DEEP_ARCHIVE transition request each
+    costs = {a.artifact.uri.rsplit("/", 1)[1]: a.request_cost_usd for a in plan.actions}
+    assert costs == {
+        "STANDARD.bin": pytest.approx(request),
+        "STANDARD_IA.bin": pytest.approx(request + 2 * 0.01),
+        "GLACIER_IR.bin": pytest.approx(request + 2 * 0.03),
+    }
+
+
 def test_summary_costs_are_the_roots_whole_bill_before_and_after() -> None:
     old = single("data/old.bin", Kind.DATASET, 2 * GiB, 10)
     young = single("data/young.bin", Kind.DATASET, 3 * GiB, 1, storage_class="STANDARD_IA")

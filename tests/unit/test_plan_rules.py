@@ -330,6 +330,37 @@ def test_archive_by_url_copies_then_removes() -> None:
     assert plan.summary.bytes_archived == archive.bytes
 
 
+def test_glacier_objects_are_not_moved_without_a_restore() -> None:
+    """S3 cannot copy a GLACIER or DEEP_ARCHIVE object before restoring it: a transition
+    or archive (both copies) of one would fail at apply, so the plan leaves it and says so."""
+    pol = policy(
+        """
+protect: {min_age: 1d}
+rules:
+  - name: logs
+    select: {kind: log}
+    transition: [{after: 1d, storage_class: DEEP_ARCHIVE}]
+"""
+    )
+    frozen = single("logs/frozen.log", Kind.LOG, MiB, 5, storage_class="GLACIER")
+    warm = single("logs/warm.log", Kind.LOG, MiB, 5, storage_class="GLACIER_IR")
+    plan = make_plan([group(None, [frozen, warm])], pol)
+    assert actions_for(plan, frozen.key) == []
+    [moved] = actions_for(plan, warm.key)
+    assert moved.storage_class == "DEEP_ARCHIVE"
+    best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1}, storage_class="GLACIER")
+    last = checkpoint(R, 300, 10)
+    for archive in ("{storage_class: DEEP_ARCHIVE}", "{url: s3://cold-archive/}"):
+        plan = make_plan([group("a", [best, last])], policy(_strip_archive(archive)))
+        assert [a.action for a in actions_for(plan, best.key)] == [ActionType.STRIP]
+        kept = kept_for(plan, best.key)
+        assert kept is not None
+        assert kept.how is KeptHow.STRIPPED
+        assert "in GLACIER or DEEP_ARCHIVE stay where they are (a copy needs a restore" in (
+            kept.reason
+        )
+
+
 def test_archive_by_class_not_applicable_on_filesystem_but_by_url_is() -> None:
     best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1})
     last = checkpoint(R, 300, 10)
