@@ -37,6 +37,7 @@ from governance.plan.types import (
     ArtifactRef,
     KeptArtifact,
     KeptHow,
+    LeftSummary,
     ObjectRef,
     Plan,
     PlannedAction,
@@ -323,13 +324,18 @@ def summary_to_dict(summary: PlanSummary) -> dict[str, Any]:
 
 def summary_from_dict(data: dict[str, Any]) -> PlanSummary:
     """Inverse of `summary_to_dict`; unknown keys (from a newer version) are ignored."""
-    known = set(PlanSummary.__dataclass_fields__) - {"by_rule"}
+    known = set(PlanSummary.__dataclass_fields__) - {"by_rule", "left"}
     rule_known = set(RuleSummary.__dataclass_fields__)
     by_rule = {
         name: RuleSummary(**{k: v for k, v in r.items() if k in rule_known})
         for name, r in (data.get("by_rule") or {}).items()
     }
-    return PlanSummary(**{k: v for k, v in data.items() if k in known}, by_rule=by_rule)
+    left_known = set(LeftSummary.__dataclass_fields__)
+    left = [  # (absent from plans saved before it was counted)
+        LeftSummary(**{k: v for k, v in item.items() if k in left_known})
+        for item in data.get("left") or []
+    ]
+    return PlanSummary(**{k: v for k, v in data.items() if k in known}, by_rule=by_rule, left=left)
 
 
 # ----------------------------------------------------------------------------- reading

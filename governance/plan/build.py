@@ -31,7 +31,7 @@ from governance.plan.costs import GB
 from governance.plan.decide import Decider
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
-from governance.plan.totals import Totals, summarize
+from governance.plan.totals import Left, Totals, summarize
 from governance.plan.types import (
     WHAT_IF_MARGIN,
     ActionType,
@@ -206,6 +206,7 @@ def _build(
     not_applicable: Counter[tuple[str, str, str]] = Counter()
     class_bytes: dict[str, int] = {}  # integers: the bill must not depend on input order
     running = Totals()  # the summary, valid while the actions stay in the order added
+    left = Left()
     in_order = kept_in_order = True
     for root in roots:
         scans[root.url] = root.scan_id
@@ -219,6 +220,9 @@ def _build(
             for d in result.decisions:
                 if d.actions:
                     actions += d.actions
+                elif d.kept is None:
+                    left.add(d.rule, d.ref, d.artifact.bytes, d.reason)
+                    continue
                 if d.kept is not None:
                     kept.append(d.kept)
             if len(actions) > start:
@@ -258,6 +262,8 @@ def _build(
         status = PlanStatus.PENDING_APPROVAL
     else:
         status = PlanStatus.APPROVED
+    summary = running.summary(storage_cost) if in_order else summarize(actions, storage_cost)
+    summary.left = left.summaries()
     return Plan(
         plan_id=plan_id,
         fingerprint=fingerprint(actions, kept),
@@ -270,7 +276,7 @@ def _build(
         scans=scans,
         actions=actions,
         kept=kept,
-        summary=running.summary(storage_cost) if in_order else summarize(actions, storage_cost),
+        summary=summary,
         refusal=refused,
         notes=notes,
         controls=policy_controls(policy),

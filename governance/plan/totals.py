@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from governance.plan.limits import REMOVING
-from governance.plan.types import ActionType, PlannedAction, PlanSummary, RuleSummary
+from governance.plan.types import (
+    ActionType,
+    ArtifactRef,
+    LeftSummary,
+    PlannedAction,
+    PlanSummary,
+    RuleSummary,
+)
 
 _TRANSITION, _ARCHIVE = ActionType.TRANSITION, ActionType.ARCHIVE
 
@@ -98,3 +105,29 @@ def summarize(
     totals = Totals()
     totals.add(actions)
     return totals.summary(storage_cost_usd)
+
+
+class Left:
+    """The artifacts a plan neither acts on nor keeps by name, counted by rule and kind
+    (`PlanSummary.left`), each count with its first artifact by URI as the example, so
+    that any input order gives the same summary."""
+
+    __slots__ = ("_by",)
+
+    def __init__(self) -> None:
+        self._by: dict[tuple[str | None, str], LeftSummary] = {}
+
+    def add(self, rule: str | None, ref: ArtifactRef, size: int, reason: str) -> None:
+        found = self._by.get((rule, ref.kind))
+        if found is None:
+            found = self._by[(rule, ref.kind)] = LeftSummary(rule, ref.kind)
+        found.artifacts += 1
+        found.bytes += size
+        if not found.example_uri or ref.uri < found.example_uri:
+            found.example_uri, found.example_reason = ref.uri, reason or "no rule matches"
+
+    def summaries(self) -> list[LeftSummary]:
+        """By rule (no rule last), then kind."""
+        return [
+            self._by[k] for k in sorted(self._by, key=lambda k: (k[0] is None, k[0] or "", k[1]))
+        ]

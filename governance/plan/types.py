@@ -118,6 +118,21 @@ class RuleSummary:
 
 
 @dataclass(slots=True)
+class LeftSummary:
+    """Artifacts of one kind that a rule (or no rule) leaves as they are, and that neither
+    an action nor the kept list names: logs not due yet, files matching no rule. Counted,
+    not listed one by one (a bucket can hold millions); `govern explain` tells any one's
+    story."""
+
+    rule: str | None
+    kind: str
+    artifacts: int = 0
+    bytes: int = 0
+    example_uri: str = ""  # the first of them by URI,
+    example_reason: str = ""  # and why it is left: "no transition due: 12 days old, ..."
+
+
+@dataclass(slots=True)
 class PlanSummary:
     actions: int = 0
     objects: int = 0
@@ -129,6 +144,7 @@ class PlanSummary:
     monthly_cost_before_usd: float = 0.0
     monthly_cost_after_usd: float = 0.0
     by_rule: dict[str, RuleSummary] = field(default_factory=dict)
+    left: list[LeftSummary] = field(default_factory=list)  # by rule then kind
 
 
 @dataclass(slots=True)

@@ -111,6 +111,7 @@ def render_html(plan: Plan) -> str:
         "savings": savings(plan),
         "roots": roots_of(plan),
         "by_rule": list(s.by_rule.items()),
+        "left": s.left,
         "runs": [t for t in by_run(plan) if t.actions],
         "timeline": rows,
         "many_roots": many_roots,

@@ -34,6 +34,16 @@ def summary_document(summary: PlanSummary) -> dict[str, Any]:
             }
             for name, r in summary.by_rule.items()
         },
+        "left": [
+            {
+                "rule": x.rule,
+                "kind": x.kind,
+                "artifacts": x.artifacts,
+                "bytes": x.bytes,
+                "example": {"uri": x.example_uri, "reason": x.example_reason},
+            }
+            for x in summary.left
+        ],
     }
 
 

@@ -72,7 +72,8 @@ def render_markdown(plan: Plan) -> str:
     out.append("")
     if plan.notes:
         out += ["## Notes", "", *[f"- {_cell(n)}" for n in plan.notes], ""]
-    out += _by_rule(plan) + _by_run(plan) + _timeline(plan) + _actions(plan) + _kept(plan)
+    out += _by_rule(plan) + _left(plan) + _by_run(plan) + _timeline(plan)
+    out += _actions(plan) + _kept(plan)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -92,6 +93,24 @@ def _by_rule(plan: Plan) -> list[str]:
     ]
     header = ["rule", "actions", "objects", "deleted", "transitioned", "archived"]
     return ["## By rule", "", *_table(header, rows, {1, 2, 3, 4, 5}), ""]
+
+
+def _left(plan: Plan) -> list[str]:
+    if not plan.summary.left:
+        return []
+    rows: list[list[object]] = [
+        [
+            x.rule or "(no rule)",
+            x.kind,
+            f"{x.artifacts:,}",
+            format_bytes(x.bytes),
+            f"`{x.example_uri}`: {x.example_reason}",
+        ]
+        for x in plan.summary.left
+    ]
+    header = ["rule", "kind", "artifacts", "bytes", "for example"]
+    intro = "Artifacts no action touches and the kept list does not name, by rule and kind."
+    return ["## Left as they are", "", intro, "", *_table(header, rows, {2, 3}), ""]
 
 
 def _by_run(plan: Plan) -> list[str]:

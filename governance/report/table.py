@@ -46,12 +46,15 @@ def print_table(plan: Plan, console: Console) -> None:
     )
     console.print(
         f"monthly cost {usd(s.monthly_cost_before_usd)} -> {usd(s.monthly_cost_after_usd)} "
-        f"([green]saves {usd(savings(plan))}/month[/green])"
+        f"([green]saves {usd(savings(plan))}/month[/green]); one-off: "
+        f"{usd(s.early_deletion_usd)} early deletion, {usd(s.request_cost_usd)} requests"
     )
     for note in plan.notes:
         console.print(f"note: {escape(note)}")
     if s.by_rule:
         console.print(_rule_table(plan))
+    if s.left:
+        console.print(_left_table(plan))
     runs = [t for t in by_run(plan) if t.actions]
     if runs:
         console.print(_run_table(plan, runs))
@@ -82,6 +85,21 @@ def _rule_table(plan: Plan) -> Table:
             format_bytes(r.bytes_deleted),
             format_bytes(r.bytes_transitioned),
             format_bytes(r.bytes_archived),
+        )
+    return table
+
+
+def _left_table(plan: Plan) -> Table:
+    table = Table(title="left as they are", title_justify="left")
+    for col in ("rule", "kind", "artifacts", "bytes", "for example"):
+        table.add_column(col, justify="right" if col in ("artifacts", "bytes") else "left")
+    for x in plan.summary.left:
+        table.add_row(
+            Text(x.rule or "(no rule)"),
+            x.kind,
+            f"{x.artifacts:,}",
+            format_bytes(x.bytes),
+            Text(f"{x.example_uri}: {x.example_reason}"),
         )
     return table
 

@@ -14,6 +14,7 @@ from governance.plan.types import (
     ArtifactRef,
     KeptArtifact,
     KeptHow,
+    LeftSummary,
     ObjectRef,
     Plan,
     PlannedAction,
@@ -164,6 +165,10 @@ def sample_plan(
             "residue": RuleSummary(1, 1, 64, 0, 0),
             "archive-copy": RuleSummary(1, 1, 7, 0, 0),
         },
+        left=[
+            LeftSummary("logs", "log", 12, 3 * 1024**2, f"{ROOT}logs/a|b.log", "not due <yet>"),
+            LeftSummary(None, "other", 2, 10, f"{ROOT}README.md", "no rule matches"),
+        ],
     )
     return Plan(
         plan_id=plan_id,

@@ -10,6 +10,7 @@ from governance.model.types import Component, Kind, RunStatus
 from governance.plan.types import ActionType, KeptHow, PlanStatus
 from tests.unit.plan_factories import (
     AS_OF,
+    ROOT,
     KiB,
     MiB,
     actions_for,
@@ -469,9 +470,21 @@ def test_artifacts_no_rule_matches_are_not_listed_unless_checkpoints() -> None:
     pol = policy(LOGS)
     data = single("data/x.bin", Kind.DATASET, 1 * MiB, 100)
     ckpt = checkpoint("runs/a/", 1, 100)
-    plan = make_plan([group(None, [data]), group("a", [ckpt])], pol)
+    log = single("logs/a.log", Kind.LOG, 2 * MiB, 5)  # the logs rule moves it after 14 days
+    later = single("logs/b.log", Kind.LOG, 3 * MiB, 6)
+    plan = make_plan([group(None, [data, later, log]), group("a", [ckpt])], pol)
     assert plan.actions == []
     assert kept_for(plan, data.key) is None
+    # not listed one by one, but counted by rule and kind, the first by URI as an example
+    assert [
+        (x.rule, x.kind, x.artifacts, x.bytes, x.example_uri, x.example_reason)
+        for x in plan.summary.left
+    ] == [
+        ("logs", "log", 2, 5 * MiB, ROOT + log.key,
+         "no transition due: 5 days old, rule logs moves it after 14d; not expired yet: "
+         "last written 5 days ago, rule logs expires after 365d"),
+        (None, "dataset", 1, MiB, ROOT + data.key, "no rule matches"),
+    ]  # fmt: skip
     kept = kept_for(plan, ckpt.key)
     assert kept is not None
     assert kept.how is KeptHow.NO_RULE

@@ -38,6 +38,11 @@ def test_contains_each_run_action_and_totals_escaped() -> None:
 
     assert format_bytes(plan.summary.bytes_deleted) in doc
     assert "Refused" not in doc
+    # what is left as it is: counted per rule and kind, with an escaped example
+    assert "<h2>Left as they are</h2>" in doc
+    assert "not due <yet>" not in doc
+    assert "s3://ml-artifacts/logs/a|b.log</span>: not due <yet>" in text
+    assert '<td>(no rule)</td><td>other</td><td class="r">2</td>' in doc
 
 
 def test_timeline_has_a_cell_per_checkpoint_with_its_state() -> None:

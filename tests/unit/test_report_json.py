@@ -97,5 +97,21 @@ def test_refusal_and_extras_are_there() -> None:
     assert doc["refusal"] == "over 50 TiB"
     assert doc["notes"] == ["transitions do not apply to file:///data/scratch/"]
     assert doc["summary"]["early_deletion_usd"] == 0.01
+    assert doc["summary"]["left"] == [
+        {
+            "rule": "logs",
+            "kind": "log",
+            "artifacts": 12,
+            "bytes": 3 * 1024**2,
+            "example": {"uri": "s3://ml-artifacts/logs/a|b.log", "reason": "not due <yet>"},
+        },
+        {
+            "rule": None,
+            "kind": "other",
+            "artifacts": 2,
+            "bytes": 10,
+            "example": {"uri": "s3://ml-artifacts/README.md", "reason": "no rule matches"},
+        },
+    ]
     assert doc["actions"][3]["storage_class"] == "STANDARD_IA"
     assert doc["kept"][0]["how"] == "whole"

@@ -15,9 +15,18 @@ def test_markdown_has_totals_rules_runs_and_escaped_actions() -> None:
     assert md.startswith(f"# Plan `{plan.plan_id}`")
     for heading in ("## Totals", "## By rule", "## By run", "## Actions", "## Kept"):
         assert heading in md
+    # what no action touches and the kept list does not name is counted, with an example
+    left = md[md.index("## Left as they are") : md.index("## By run")]
+    assert "| logs | log | 12 | 3 MiB | `s3://ml-artifacts/logs/a\\|b.log`: not due <yet> |" in left
+    assert (
+        "| (no rule) | other | 2 | 10 B | `s3://ml-artifacts/README.md`: no rule matches |" in left
+    )
     assert "$12.50 → $3.25 (saves $9.25/month)" in md
     assert "r1\\|x<&é" in md  # a pipe in a run name does not break the table
-    action_rows = [line for line in md.splitlines() if line.startswith("| ") and "`s3://" in line]
+    section = md[md.index("## Actions") : md.index("## Kept")]
+    action_rows = [
+        line for line in section.splitlines() if line.startswith("| ") and "`s3://" in line
+    ]
     assert len(action_rows) == len(plan.actions)
     for row in action_rows:
         assert row.replace("\\|", "").count("|") == 10  # 9 columns, none split by data
@@ -37,7 +46,11 @@ def test_table_prints_summary_rules_runs_and_actions() -> None:
     assert "by run" in text
     assert "actions" in text
     assert "r2[x]" in text
-    assert "$12.50 -> $3.25" in text
+    assert (
+        "$12.50 -> $3.25 (saves $9.25/month); one-off: $0.01 early deletion, $0.00 requests" in text
+    )
+    assert "left as they are" in text
+    assert "s3://ml-artifacts/logs/a|b.log: not due <yet>" in text
     console = Console(record=True, width=200)
     print_table(plan, console)
     assert "checkpoint-1000" in console.export_text()
