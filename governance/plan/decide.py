@@ -229,6 +229,9 @@ def _action(
     early, request, before, after = action_costs(
         objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates
     )
+    if early:  # leaving a class before its minimum duration: the action says what it costs
+        charge = f"${early:,.2f}" if early >= 0.005 else "under $0.01"
+        reason = f"{reason}; early deletion charge {charge} (minimum storage duration not met)"
     action = PlannedAction(
         0,
         rule,

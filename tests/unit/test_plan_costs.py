@@ -65,6 +65,12 @@ def test_delete_action_carries_early_charge_and_costs() -> None:
     plan = make_plan([group(None, [art])], policy(EXPIRE_ALL))
     [a] = actions_for(plan, art.key)
     assert a.early_deletion_usd == pytest.approx(0.0125 * 20 / 30)
+    # the action's own reason shows the charge (every report prints reasons)
+    assert a.reason.endswith("; early deletion charge $0.01 (minimum storage duration not met)")
+    aged = single("data/y.bin", Kind.DATASET, GiB, 40, storage_class="STANDARD_IA")
+    [b] = actions_for(make_plan([group(None, [aged])], policy(EXPIRE_ALL)), aged.key)
+    assert b.early_deletion_usd == 0.0
+    assert "early deletion" not in b.reason
     assert a.monthly_cost_before_usd == pytest.approx(0.0125)
     assert a.monthly_cost_after_usd == 0.0
     assert plan.summary.early_deletion_usd == pytest.approx(a.early_deletion_usd)
