@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from governance.model.types import Artifact, Kind
-from governance.plan.types import PlanStatus
-from tests.unit.plan_factories import GiB, checkpoint, group, make_plan, policy, single, snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from governance.model.types import Artifact, Group, Kind
+from governance.plan.build import RootSnapshot
+from governance.plan.types import ActionType, Plan, PlanStatus
+from governance.policy.models import Safety
+from tests.unit.plan_factories import (
+    ROOT,
+    GiB,
+    checkpoint,
+    example_policy,
+    group,
+    make_plan,
+    policy,
+    root_groups,
+    single,
+    snapshot,
+)
 
 EXPIRE = """
 protect: {min_age: 1d}
@@ -94,3 +110,61 @@ rules:
     )
     plan = make_plan([group(None, _data(3))], pol)
     assert plan.status is PlanStatus.APPROVED
+
+
+# ----------------------------------------------------------------------------- the property
+
+OTHER = "s3://other-bucket/"
+REMOVES = {ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD}
+
+
+def _removed_by_root(plan: Plan) -> dict[str, int]:
+    """The oracle: bytes each root loses (an archive by copy removes its source too)."""
+    out: dict[str, int] = {}
+    for a in plan.actions:
+        if a.action in REMOVES or (a.action is ActionType.ARCHIVE and a.dest_url is not None):
+            root = a.artifact.root_url
+            out[root] = out.get(root, 0) + sum(o.size for o in a.objects)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    root_groups(),
+    root_groups(),
+    st.none() | st.integers(0, 2 * 10**11),
+    st.floats(0.01, 1.0),
+    st.floats(1.0, 4.0),
+)
+def test_invariant_4_a_plan_over_a_limit_is_refused_whole(
+    first: list[Group], second: list[Group], max_bytes: int | None, fraction: float, spread: float
+) -> None:
+    """Over either limit, on any root, the plan is refused and names each limit it is
+    over; its actions are those of the same plan without limits, never trimmed."""
+    base = example_policy()
+    limited = base.model_copy(
+        update={"safety": Safety(max_delete_bytes=max_bytes, max_delete_fraction=fraction)}
+    )
+    unlimited = base.model_copy(update={"safety": Safety(max_delete_fraction=1.0)})
+    streamed = sum(a.bytes for g in second for a in g.artifacts)
+    totals = {ROOT: sum(a.bytes for g in first for a in g.artifacts), OTHER: int(streamed * spread)}
+
+    def roots() -> list[RootSnapshot]:
+        return [snapshot(first), snapshot(second, OTHER, total_bytes=totals[OTHER])]
+
+    free, plan = make_plan(roots(), unlimited), make_plan(roots(), limited)
+    assert free.status is not PlanStatus.REFUSED
+    assert plan.fingerprint == free.fingerprint  # the same actions and kept list
+    assert len(plan.actions) == len(free.actions)
+    removed = _removed_by_root(free)
+    over_fraction = [r for r, n in sorted(removed.items()) if n and n > fraction * totals[r]]
+    over_bytes = max_bytes is not None and sum(removed.values()) > max_bytes
+    assert (plan.status is PlanStatus.REFUSED) == bool(over_fraction or over_bytes)
+    if plan.status is not PlanStatus.REFUSED:
+        assert plan.refusal is None
+        return
+    assert plan.refusal is not None
+    for root in over_fraction:
+        assert f"root {root}: would delete" in plan.refusal
+    assert ("over max_delete_fraction" in plan.refusal) == bool(over_fraction)
+    assert ("over max_delete_bytes" in plan.refusal) == over_bytes
