@@ -1,7 +1,8 @@
 """`govern policy validate PATH`: check a policy file without touching storage or catalog.
 
 A thin adapter: `load_policy` does the work and raises `PolicyError` (exit 2), which the
-CLI main prints as `error: ...` plus one line per problem.
+CLI main prints as `error: ...` plus one line per problem (with `--format json`, stdout
+gets `{"valid": false, "problems": [...]}` as well).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import click
 
 from governance.cli.output import emit_json, format_option
+from governance.errors import PolicyError
 from governance.policy import load_policy
 
 
@@ -22,7 +24,12 @@ def policy() -> None:
 @format_option("table", "json")
 def validate(path: str, fmt: str) -> None:
     """Check the policy at PATH: exit 0 when valid, 2 with every problem when not."""
-    loaded = load_policy(path)
+    try:
+        loaded = load_policy(path)
+    except PolicyError as exc:
+        if fmt == "json":  # the verdict on stdout for a pipe; the message on stderr too
+            emit_json({"valid": False, "path": path, "problems": exc.problems})
+        raise
     if fmt == "json":
         doc = {
             "valid": True,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from governance.cli.main import cli
 from governance.cli.policy_cmd import policy as policy_group
 from governance.errors import EXIT_BAD_INPUT, PolicyError
 from governance.model.types import Component, Kind, RunStatus
@@ -520,6 +521,20 @@ def test_cli_validate_raises_policy_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(policy_group, ["validate", str(path)])
     assert isinstance(result.exception, PolicyError)
     assert result.exception.problems == [f"{path}:5:1: bogus: unknown key 'bogus'"]
+
+
+def test_cli_validate_json_reports_an_invalid_policy_on_stdout(tmp_path: Path) -> None:
+    """`validate --format json | jq` sees a verdict, not an empty stdout; exit 2 still."""
+    path = write(tmp_path, "bogus: 1\nrules: [{nam: x}]\n")
+    result = CliRunner().invoke(cli, ["policy", "validate", str(path), "--format", "json"])
+    assert result.exit_code == EXIT_BAD_INPUT
+    doc = json.loads(result.stdout)
+    assert doc["valid"] is False
+    assert doc["path"] == str(path)
+    assert f"{path}:5:1: bogus: unknown key 'bogus'" in doc["problems"]
+    assert len(doc["problems"]) >= 2  # every problem, as the table form prints them
+    assert "error:" in result.stderr
+    assert all(p in result.stderr for p in doc["problems"])
 
 
 def test_policy_built_in_code_checks_placeholders_too() -> None:
