@@ -192,9 +192,31 @@ def _message(err: Any, loc: Loc) -> str:
             "" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
         )
         return f"expected {_STRICT_TYPES[kind]}, got {_type_name(value)} {shown}".rstrip()
+    bound = _BOUNDS.get(kind)
+    if bound is not None and "input" in err:
+        word, name = bound
+        return f"must be {word} {(err.get('ctx') or {}).get(name)}, got {err['input']!r}"
+    if kind == "string_pattern_mismatch" and "input" in err:
+        pattern = (err.get("ctx") or {}).get("pattern", "")
+        wanted = _PATTERNS.get(pattern, f"text matching {pattern}")
+        return f"expected {wanted}, got {err['input']!r}"
     for prefix in _VALUE_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
+
+
+_BOUNDS = {
+    "greater_than": ("greater than", "gt"),
+    "greater_than_equal": ("at least", "ge"),
+    "less_than": ("less than", "lt"),
+    "less_than_equal": ("at most", "le"),
+}
+"""Numeric bounds, said in words with the value given (pydantic says "Input should be")."""
+
+_PATTERNS = {
+    r"^https?://": "an http:// or https:// URL",
+    r"^[A-Za-z0-9_.\-]+$": "a name of letters, digits, '_', '.' and '-'",
+}
 
 
 _STRICT_TYPES = {

@@ -320,6 +320,23 @@ def test_tier_that_keeps_nothing(tmp_path: Path) -> None:
     ]
 
 
+def test_bounds_and_forms_are_said_in_words_with_the_value(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        safety: {max_delete_fraction: 1.5}
+        notify: [{type: webhook, url: "ftp://hooks.example/x"}]
+        """,
+        head=HEAD.replace("name: artifacts", "name: my bucket"),
+    )
+    assert found == [
+        "3:11: storage[0].name: expected a name of letters, digits, '_', '.' and '-', "
+        "got 'my bucket'",
+        "5:31: safety.max_delete_fraction: must be at most 1.0, got 1.5",
+        "6:31: notify[0].url: expected an http:// or https:// URL, got 'ftp://hooks.example/x'",
+    ]
+
+
 def test_otherwise_missing(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
