@@ -45,6 +45,19 @@ def policy(body: str, *, storage: str = ROOT) -> Policy:
     return load_policy_text(head + body)
 
 
+def transition_policy(kind: str, storage_class: str, rule: str = "logs") -> Policy:
+    """One rule moving every artifact of `kind` to `storage_class` once a day old."""
+    return policy(
+        f"""
+protect: {{min_age: 1d}}
+rules:
+  - name: {rule}
+    select: {{kind: {kind}}}
+    transition: [{{after: 1d, storage_class: {storage_class}}}]
+"""
+    )
+
+
 def ago(days: float) -> datetime:
     return AS_OF - timedelta(days=days)
 

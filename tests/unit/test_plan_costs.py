@@ -17,6 +17,7 @@ from tests.unit.plan_factories import (
     make_plan,
     policy,
     single,
+    transition_policy,
 )
 
 EXPIRE_ALL = """
@@ -78,15 +79,7 @@ def test_delete_action_carries_early_charge_and_costs() -> None:
 
 
 def test_transition_request_cost_per_thousand() -> None:
-    pol = policy(
-        """
-protect: {min_age: 1d}
-rules:
-  - name: logs
-    select: {kind: log}
-    transition: [{after: 1d, storage_class: GLACIER}]
-"""
-    )
+    pol = transition_policy("log", "GLACIER")
     logs = [single(f"logs/{i}.log", Kind.LOG, MiB, 5) for i in range(4)]
     plan = make_plan([group(None, logs)], pol)
     assert len(plan.actions) == 4
@@ -98,15 +91,7 @@ rules:
 
 def test_a_copy_out_of_an_infrequent_access_class_pays_retrieval() -> None:
     """A transition is a copy, which reads its source: per GB out of IA and Glacier IR."""
-    pol = policy(
-        """
-protect: {min_age: 1d}
-rules:
-  - name: data
-    select: {kind: dataset}
-    transition: [{after: 1d, storage_class: DEEP_ARCHIVE}]
-"""
-    )
+    pol = transition_policy("dataset", "DEEP_ARCHIVE", rule="data")
     arts = [
         single(f"data/{cls}.bin", Kind.DATASET, 2 * GiB, 200, storage_class=cls)
         for cls in ("STANDARD", "STANDARD_IA", "GLACIER_IR")

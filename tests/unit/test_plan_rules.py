@@ -23,6 +23,7 @@ from tests.unit.plan_factories import (
     policy,
     single,
     snapshot,
+    transition_policy,
     upload,
 )
 
@@ -334,15 +335,7 @@ def test_archive_by_url_copies_then_removes() -> None:
 def test_glacier_objects_are_not_moved_without_a_restore() -> None:
     """S3 cannot copy a GLACIER or DEEP_ARCHIVE object before restoring it: a transition
     or archive (both copies) of one would fail at apply, so the plan leaves it and says so."""
-    pol = policy(
-        """
-protect: {min_age: 1d}
-rules:
-  - name: logs
-    select: {kind: log}
-    transition: [{after: 1d, storage_class: DEEP_ARCHIVE}]
-"""
-    )
+    pol = transition_policy("log", "DEEP_ARCHIVE")
     frozen = single("logs/frozen.log", Kind.LOG, MiB, 5, storage_class="GLACIER")
     warm = single("logs/warm.log", Kind.LOG, MiB, 5, storage_class="GLACIER_IR")
     plan = make_plan([group(None, [frozen, warm])], pol)
