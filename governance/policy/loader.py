@@ -22,7 +22,7 @@ from ruamel.yaml.scalarbool import ScalarBoolean
 
 from governance.errors import PolicyError
 from governance.policy.fields import did_you_mean
-from governance.policy.models import Policy
+from governance.policy.models import KEEP_KEYS, OTHERWISE_REQUIRED, Policy, keeps_nothing
 from governance.policy.select import template_placeholders
 
 Loc = tuple[str | int, ...]
@@ -66,16 +66,47 @@ def _load(text: str, name: str, sha256: str) -> Policy:
         problem = f"{name}:1:1: the policy is empty (expected at least version and storage)"
         raise PolicyError(f"invalid policy {name}: empty", [problem])
     context = {"placeholders": _declared_placeholders(tree)}
+    data = _plain(tree)
     try:
-        policy = Policy.model_validate(_plain(tree), context=context)
+        policy = Policy.model_validate(data, context=context)
     except ValidationError as exc:
         errors = _without_consequences(exc.errors())
-        located = sorted(_describe(name, tree, err) for err in errors)
+        errors += _shape_errors(data, errors)
+        located = sorted({_describe(name, tree, err) for err in errors})
         problems = [text for _, text in located]
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
         raise PolicyError(f"invalid policy {name}: {count}", problems) from None
     policy._source_sha256 = sha256
     return policy
+
+
+def _shape_errors(data: Any, errors: list[Any]) -> list[dict[str, Any]]:
+    """The checks across a rule's or a tier's keys, read from the raw policy, as pydantic
+    errors: pydantic runs a block's own checks only once each of its keys is valid, and a
+    policy's problems are reported all at once (a rule may lack `otherwise` while one of
+    its tiers has a bad value). Where pydantic did run them, the same problem comes twice
+    and is reported once. A block with an unknown key is not said to lack a key as well:
+    the unknown key's "did you mean" is the news (`kep_last`)."""
+    misspelt = {tuple(e["loc"][:-1]) for e in errors if e["type"] == "extra_forbidden"}
+    out: list[dict[str, Any]] = []
+    rules = data.get("rules") if isinstance(data, dict) else None
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+        tiers = rule.get("tiers") if isinstance(rule, dict) else None
+        if not isinstance(tiers, list):
+            continue
+        if "otherwise" not in rule and ("rules", i) not in misspelt:
+            out.append(_policy_error(("rules", i), OTHERWISE_REQUIRED, "tiers"))
+        for j, tier in enumerate(tiers):
+            if not isinstance(tier, dict) or ("rules", i, "tiers", j) in misspelt:
+                continue
+            if not (any(k in tier for k in KEEP_KEYS[:-1]) or tier.get("keep")):
+                out.append(_policy_error(("rules", i, "tiers", j), keeps_nothing(tier.get("name"))))
+    return out
+
+
+def _policy_error(loc: Loc, message: str, *subloc: str) -> dict[str, Any]:
+    """A cross-field problem in the form `governance.policy.fields.fail` gives pydantic."""
+    return {"type": "policy", "loc": loc, "msg": message, "ctx": {"msg": message, "subloc": subloc}}
 
 
 def _without_consequences(errors: list[Any]) -> list[Any]:

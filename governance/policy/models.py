@@ -142,6 +142,21 @@ class Archive(PolicyModel):
         return self
 
 
+KEEP_KEYS = ("keep_last", "keep_every_steps", "keep_daily", "keep_weekly", "keep")
+"""A tier's keys that select checkpoints: a tier must give one."""
+
+OTHERWISE_REQUIRED = (
+    "'otherwise: delete|keep' is required with tiers (what happens to a checkpoint no tier keeps)"
+)
+
+
+def keeps_nothing(name: object) -> str:
+    shown = f"tier {name!r}" if isinstance(name, str) else "the tier"
+    return (
+        f"{shown} keeps nothing: give keep_last, keep_every_steps, keep_daily, keep_weekly or keep"
+    )
+
+
 class Tier(PolicyModel):
     """One retention tier: several keep keys select the union (restic-style buckets)."""
 
@@ -167,10 +182,7 @@ class Tier(PolicyModel):
     def _keeps_something(self) -> Tier:
         keys = (self.keep_last, self.keep_every_steps, self.keep_daily, self.keep_weekly)
         if all(k is None for k in keys) and not self.keep:
-            raise fail(
-                f"tier {self.name!r} keeps nothing: give keep_last, keep_every_steps, "
-                "keep_daily, keep_weekly or keep"
-            )
+            raise fail(keeps_nothing(self.name))
         if "best" in self.keep and self.best_metric is None:
             raise fail("keep: [best] needs best_metric: {name: ..., mode: min|max}", "keep")
         if self.best_metric is not None and "best" not in self.keep:
@@ -229,11 +241,7 @@ class Rule(PolicyModel):
             if not self.tiers:
                 raise fail("tiers is empty: give at least one tier", "tiers")
             if self.otherwise is None:
-                raise fail(
-                    "'otherwise: delete|keep' is required with tiers "
-                    "(what happens to a checkpoint no tier keeps)",
-                    "tiers",
-                )  # fmt: skip
+                raise fail(OTHERWISE_REQUIRED, "tiers")
             for key in ("expire", "transition"):
                 if getattr(self, key) is not None:
                     raise fail(f"{key} cannot be combined with tiers; use a separate rule", key)

@@ -320,6 +320,29 @@ def test_tier_that_keeps_nothing(tmp_path: Path) -> None:
     ]
 
 
+def test_a_rules_own_checks_are_reported_with_its_keys_errors(tmp_path: Path) -> None:
+    """All problems at once: pydantic checks a rule's keys together only once each key
+    is valid, so a bad value in a tier used to hide the rule's missing `otherwise`."""
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: checkpoints
+            select: {kind: checkpoint}
+            tiers:
+              - {name: recent, keep_last: "3"}
+              - {name: old, max_age: 90d}
+        """,
+    )
+    assert found == [
+        "8:5: rules[0].tiers: 'otherwise: delete|keep' is required with tiers "
+        "(what happens to a checkpoint no tier keeps)",
+        "9:35: rules[0].tiers[0].keep_last: expected a whole number, got a string '3'",
+        "10:9: rules[0].tiers[1]: tier 'old' keeps nothing: give keep_last, "
+        "keep_every_steps, keep_daily, keep_weekly or keep",
+    ]
+
+
 def test_bounds_and_forms_are_said_in_words_with_the_value(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
