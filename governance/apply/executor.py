@@ -109,7 +109,14 @@ def apply_plan(
     with (
         page_cache(engine),  # the plan is read through once: a big page cache is wasted
         _responsive_threads(),
-        CheckPipeline(engine, plan_id, _chunks(todo_actions()), stores, concurrency) as checks,
+        CheckPipeline(
+            engine,
+            plan_id,
+            _chunks(todo_actions()),
+            stores,
+            concurrency,
+            protected_tags=dict(header.controls.get("protect_tags") or {}),
+        ) as checks,
     ):
         # Preconditions are checked only under the plan's lock (a check made before could
         # be made stale by an apply still holding it), so a real apply takes the lock
@@ -198,12 +205,14 @@ class CheckPipeline:
         stores: StoreFactory,
         concurrency: int,
         depth: int = CHECK_AHEAD,
+        protected_tags: Mapping[str, str] | None = None,
     ) -> None:
         self._engine = engine
         self._plan_id = plan_id
         self._batches = batches
         self._stores = stores
         self._concurrency = concurrency
+        self._protected_tags = dict(protected_tags or {})
         self._depth = depth
         self._pool = ThreadPoolExecutor(depth, thread_name_prefix="govern-check")
         self._ahead: deque[Future[Batch]] = deque()
@@ -238,7 +247,12 @@ class CheckPipeline:
     def _prepare(self, chunk: list[PlannedAction]) -> Batch:
         pending = _pending(self._engine, self._plan_id, chunk)
         checks = check_actions(
-            chunk, self._stores, now=_clock(), pending=pending, concurrency=self._concurrency
+            chunk,
+            self._stores,
+            now=_clock(),
+            pending=pending,
+            concurrency=self._concurrency,
+            protected_tags=self._protected_tags,
         )
         return chunk, pending, checks
 

@@ -31,8 +31,10 @@ from typing import Any
 
 from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError
+from governance.plan.selectors import tags_match
 from governance.plan.types import ActionType, ObjectRef, PlannedAction
 from governance.storage.base import ObjectState, Store
+from governance.storage.errors import KeyNotFoundError
 from governance.storage.s3_listing import utc
 
 LIST_MIN_OBJECTS = 4  # below this, HEADs are as cheap as a listing
@@ -67,11 +69,53 @@ def check_actions(
     now: datetime,
     pending: Mapping[tuple[int, str], Mapping[str, Any]],
     concurrency: int = 16,
+    protected_tags: Mapping[str, str] | None = None,
 ) -> list[Check]:
-    """One Check per action, in order, with storage asked in as few requests as it can."""
+    """One Check per action, in order, with storage asked in as few requests as it can.
+
+    `protected_tags`: the plan's `protect.tags`. S3 changes neither an object's ETag nor
+    its LastModified when its tags change, so a tag put on an object after its tags were
+    read is seen only here: each object's tags are read again (one GetObjectTagging each,
+    in parallel) and a protected one skips the artifact for good, as a lock does."""
     states = _current_states(actions, stores, concurrency)
     quarantined = _quarantine_copies(actions, states, stores, pending)
-    return [_check_one(a, states, quarantined, pending, stores, now) for a in actions]
+    tagged = _protected_now(actions, stores, protected_tags or {}, concurrency)
+    return [_check_one(a, states, quarantined, pending, stores, now, tagged) for a in actions]
+
+
+def _protected_now(
+    actions: Sequence[PlannedAction],
+    stores: StoreFactory,
+    protected: Mapping[str, str],
+    concurrency: int,
+) -> dict[tuple[str, str], str]:
+    """(root URL, key) -> why, for each object of the actions that carries a protected
+    tag now, or whose tags cannot be read (what is not known is not acted on)."""
+    if not protected:
+        return {}
+    wanted = [
+        (a.artifact.root_url, o.key)
+        for a in actions
+        if a.action is not ActionType.ABORT_UPLOAD  # an unfinished upload has no tags
+        for o in a.objects
+    ]
+
+    def why(item: tuple[str, str]) -> str | None:
+        root, key = item
+        try:
+            tags = stores(root).object_tags(key)
+        except KeyNotFoundError:
+            return None  # vanished: the precondition check says so
+        except GovernanceError as exc:
+            return f"tags of {key} cannot be read ({exc}): not acted on"
+        for name, value in sorted(protected.items()):
+            if tags_match({name: value}, tags):
+                return f"protected: {key} has protected tag {name}={tags[name]} now"
+        return None
+
+    with ThreadPoolExecutor(max(1, min(concurrency, len(wanted) or 1))) as pool:
+        answers = list(pool.map(why, wanted))
+    return {item: reason for item, reason in zip(wanted, answers, strict=True) if reason}
 
 
 def _current_states(
@@ -257,6 +301,7 @@ def _check_one(
     pending: Mapping[tuple[int, str], Mapping[str, Any]],
     stores: StoreFactory,
     now: datetime,
+    tagged: Mapping[tuple[str, str], str] | None = None,
 ) -> Check:
     check = Check(action)
     if action.action is ActionType.ABORT_UPLOAD:
@@ -277,7 +322,7 @@ def _check_one(
             else:
                 problems.append(f"{obj.key} vanished")
             continue
-        lock = _lock_reason(obj.key, state, now)
+        lock = _lock_reason(obj.key, state, now) or (tagged or {}).get((root, obj.key))
         if lock is not None:
             check.skip, check.final = lock, True
             return check

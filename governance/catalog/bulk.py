@@ -154,7 +154,8 @@ def upsert_objects(
 ) -> int:
     """Write the rows of table `source` (staging columns) into `objects` as seen by this
     scan: new keys inserted, existing ones rewritten (and revived) where `only_if` holds
-    (always when empty). Returns the rows written."""
+    (always when empty), their tags and lock state reset to not read (the object may be
+    another one now). Returns the rows written."""
     columns = ", ".join(STAGE_COLUMNS)
     condition = f" WHERE {only_if}" if only_if else ""
     return int(
@@ -167,7 +168,9 @@ def upsert_objects(
                 "etag = excluded.etag, last_modified = excluded.last_modified, "
                 "storage_class = excluded.storage_class, version_id = excluded.version_id, "
                 "checksum_algorithm = excluded.checksum_algorithm, changed_scan_id = :scan, "
-                f"gone_scan_id = NULL{condition}"
+                # a rewritten (changed, revived) object's tags and lock state are read again
+                "gone_scan_id = NULL, tags = NULL, lock_read = false, lock_mode = NULL, "
+                f"lock_retain_until_us = NULL, legal_hold = NULL{condition}"
             ),
             {"root": root_id, "scan": scan_id},
         ).rowcount

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow
 from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind, MetaReader
-from governance.storage.base import Store, epoch_micros
+from governance.storage.base import ObjectLock, Store, epoch_micros
 
 _A = ArtifactRow.__table__  # type: ignore[attr-defined]
 _R = RunRow.__table__  # type: ignore[attr-defined]
@@ -231,10 +231,20 @@ def _flush(conn: Connection, runs: list[dict[str, Any]], arts: list[dict[str, An
 
 
 def classify_stream(
-    engine: Engine, root_id: int, options: ClassifyOptions, reader: MetaReader | None
+    engine: Engine,
+    root_id: int,
+    options: ClassifyOptions,
+    reader: MetaReader | None,
+    *,
+    tags: bool = False,
+    lock: bool = False,
 ) -> Iterator[Group]:
     """A root's classification streamed from the catalog: pass one reads keys alone (and
-    fetches the few tracker files it found), pass two streams full objects in key order."""
+    fetches the few tracker files it found), pass two streams full objects in key order.
+
+    `tags` / `lock`: whether the objects' tags / lock state matter for this root (see
+    `queries.stream_live_objects`): objects lacking them are marked `unread`.
+    """
     from functools import partial
 
     from governance.catalog.queries import iter_live_keys, live_objects_by_key, stream_live_objects
@@ -244,10 +254,13 @@ def classify_stream(
         find_runs_by_keys,
         iter_live_keys(engine, root_id),
         options,
-        partial(live_objects_by_key, engine, root_id),
+        partial(live_objects_by_key, engine, root_id, tags=tags, lock=lock),
     )
     return classify(
-        partial(stream_live_objects, engine, root_id), options, reader, first_pass=first_pass
+        partial(stream_live_objects, engine, root_id, tags=tags, lock=lock),
+        options,
+        reader,
+        first_pass=first_pass,
     )
 
 
@@ -359,8 +372,111 @@ def refresh_metadata(
         return 0
 
 
+@dataclass(frozen=True, slots=True)
+class RootAttributes:
+    """What protection needs read for a root's objects: their tags (the policy uses tags
+    and the root has them: S3) and their lock state (the bucket has Object Lock)."""
+
+    tags: bool = False
+    lock: bool = False
+
+
+def refresh_object_attributes(
+    engine: Engine,
+    root_id: int,
+    root_url: str,
+    connection: dict[str, str] | None = None,
+    store: Store | None = None,
+    *,
+    tags: bool,
+) -> RootAttributes:
+    """Read the tags and lock state the catalog lacks for a root's live objects (when
+    they matter), and say which of them matter for planning it.
+
+    Only S3 roots have tags and locks; a filesystem root needs nothing. `tags`: whether
+    the policy uses tags anywhere. The bucket's Object Lock configuration is asked once
+    per plan when the root's store is at hand (the plan scanned it), else taken from the
+    catalog (recorded by the last scan, or plan, that asked); never asked, the plan
+    warns that locks are not seen at plan time (apply checks every object's lock before
+    acting, and never bypasses one). The store is opened only when something must be
+    read. A root out of reach, or objects whose reads fail, are logged; what was not
+    read stays not read, so the planner protects those objects' artifacts.
+    """
+    import logging
+
+    from governance.catalog.tables import Root
+    from governance.errors import GovernanceError
+    from governance.scan.attributes import refresh_attributes
+
+    if not root_url.startswith("s3://"):
+        return RootAttributes()
+    logger = logging.getLogger(__name__)
+    roots = Root.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        recorded = conn.execute(
+            select(roots.c.object_lock).where(roots.c.id == root_id)
+        ).scalar_one_or_none()
+    lock: bool | None = recorded
+    if store is not None:
+        try:
+            lock = store.object_lock_enabled()
+        except GovernanceError as exc:
+            logger.warning(
+                "%s: Object Lock configuration not read (%s); using what the catalog says",
+                root_url,
+                exc,
+            )
+        else:
+            if lock != recorded:
+                record_object_lock(engine, root_id, lock)
+    if lock is None:
+        logger.warning(
+            "%s: the bucket's Object Lock configuration is not known (no scan has read it "
+            "yet): object locks are not seen in this plan; apply checks each object's lock",
+            root_url,
+        )
+        lock = False
+    wanted = RootAttributes(tags=tags, lock=lock)
+    if not (tags or lock):
+        return wanted
+    on_demand = _StoreOnDemand(root_url, connection or {}) if store is None else None
+    try:
+        reads = refresh_attributes(
+            engine, root_id, store or cast(Store, on_demand), tags=tags, lock=lock
+        )
+        if on_demand is not None and on_demand.error is not None:
+            raise on_demand.error
+    except GovernanceError as exc:
+        logger.warning(
+            "%s: object tags / lock state not read (%s); the artifacts of objects not read "
+            "yet are protected",
+            root_url,
+            exc,
+        )
+        return wanted
+    if reads.failed:
+        logger.warning(
+            "%s: %d object(s) whose tags / lock state could not be read (%s); their "
+            "artifacts are protected, the next plan tries again",
+            root_url,
+            reads.failed,
+            reads.first_error,
+        )
+    return wanted
+
+
+def record_object_lock(engine: Engine, root_id: int, enabled: bool | None) -> None:
+    """Remember whether the root's bucket has Object Lock enabled."""
+    from governance.catalog.tables import Root
+
+    roots = Root.__table__  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        conn.execute(update(roots).where(roots.c.id == root_id).values(object_lock=enabled))
+
+
 class _StoreOnDemand:
-    """The one `Store` method `prefetch_metadata` reads with, opening the root on first use.
+    """The `Store` methods `prefetch_metadata` and `refresh_attributes` read with, opening
+    the root on first use.
 
     Reads run in a thread pool: the first one opens the store under a lock; if opening
     fails, every read fails with that error, which `refresh_metadata` then raises, as if
@@ -396,3 +512,9 @@ class _StoreOnDemand:
 
     def read_bytes(self, key: str, max_bytes: int) -> bytes:
         return self._open().read_bytes(key, max_bytes)
+
+    def object_tags(self, key: str) -> dict[str, str]:
+        return self._open().object_tags(key)
+
+    def object_lock(self, key: str) -> ObjectLock:
+        return self._open().object_lock(key)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from json import loads
+from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, case, false, func, null, or_, select, true
 from sqlalchemy.engine import Engine
 
 from governance.catalog.tables import Root, StoredObject, datetime_from_us
@@ -35,15 +36,61 @@ def _objects_select(engine: Engine, root_id: int) -> Any:
             _O.version_id,
             _O.upload_id,
             _O.tags,
+            _O.lock_read,
+            _O.lock_mode,
+            _O.lock_retain_until_us,
+            _O.legal_hold,
         )
         .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
         .order_by(_key_order(engine), _O.upload_id)
     )
 
 
-def _objects(rows: Iterable[Any]) -> Iterator[CatalogObject]:
-    for oid, key, size, lm, etag, sc, vid, upload, tags in rows:
-        yield CatalogObject(
+_NO_TAGS: Mapping[str, str] = MappingProxyType({})
+"""The tags of every object read with none (most, once read): one shared, read-only {}."""
+
+UNREAD_TAGS = "tags"
+UNREAD_LOCK = "lock"
+UNREAD_BOTH = "tags lock"
+"""`CatalogObject.unread`: what protection needs of the object that was not read."""
+
+
+def _unread(tags: bool, lock: bool) -> str | None:
+    if tags:
+        return UNREAD_BOTH if lock else UNREAD_TAGS
+    return UNREAD_LOCK if lock else None
+
+
+def _attributed(
+    obj: CatalogObject,
+    lock_read: bool | None,
+    mode: str | None,
+    until_us: int | None,
+    hold: bool | None,
+    tags: bool,
+    lock: bool,
+) -> CatalogObject:
+    """`obj` with its lock state and what is not read of what matters (`tags`, `lock`:
+    whether its tags, its lock state matter for this root); `obj` itself when none."""
+    unread = None
+    if not obj.upload_id:  # an incomplete upload has neither tags nor a lock
+        unread = _unread(tags and obj.tags is None, lock and not lock_read)
+    locked = lock and bool(lock_read) and (bool(hold) or until_us is not None)
+    if unread is None and not locked:
+        return obj
+    if locked:
+        obj.lock_mode = mode
+        obj.retain_until = datetime_from_us(until_us) if until_us is not None else None
+        obj.legal_hold = bool(hold)
+    obj.unread = unread
+    return obj
+
+
+def _objects(
+    rows: Iterable[Any], tags: bool = False, lock: bool = False
+) -> Iterator[CatalogObject]:
+    for oid, key, size, lm, etag, sc, vid, upload, tagged, lread, mode, until, hold in rows:
+        obj = CatalogObject(
             key=key,
             size=size,
             last_modified=datetime_from_us(lm),
@@ -51,36 +98,133 @@ def _objects(rows: Iterable[Any]) -> Iterator[CatalogObject]:
             storage_class=sc,
             version_id=vid,
             upload_id=upload,
-            tags=tags,
+            tags=tagged,
             object_id=oid,
         )
+        if tags or lock:
+            obj = _attributed(obj, lread, mode, until, hold, tags, lock)
+        yield obj
 
 
-def iter_live_objects(engine: Engine, root_id: int, chunk: int = 10_000) -> Iterator[CatalogObject]:
-    """Every live object of a root, sorted by key, streamed in chunks."""
+def iter_live_objects(
+    engine: Engine, root_id: int, chunk: int = 10_000, *, tags: bool = False, lock: bool = False
+) -> Iterator[CatalogObject]:
+    """Every live object of a root, sorted by key, streamed in chunks.
+
+    `tags` / `lock`: whether the objects' tags / lock state matter for this root (the
+    policy uses tags / the bucket has Object Lock): an object lacking them is marked
+    `unread` (its artifact is then protected), and with `lock` an object's lock state
+    comes with it (lock states are only ever read on a bucket with Object Lock, which
+    cannot be turned off).
+    """
     with engine.connect() as conn:
         result = conn.execution_options(yield_per=chunk).execute(_objects_select(engine, root_id))
-        yield from _objects(result)
+        yield from _objects(result, tags, lock)
+
+
+def _sqlite_select(root_id: int, tags: bool, lock: bool) -> Any:
+    """The rows of `stream_live_objects` on SQLite: `iter_live_objects`' columns up to
+    `tags`, then, when tags or locks matter, one that is NULL for a plain object,
+    otherwise a JSON array [lock_mode, retain_until_us, legal_hold, tags unread, lock
+    unread]."""
+    listed = _O.upload_id == ""
+    unread_tags = and_(listed, _O.tags.is_(None)) if tags else false()
+    unread_lock = and_(listed, _O.lock_read == false()) if lock else false()
+    locked = and_(
+        _O.lock_read == true(),
+        or_(_O.legal_hold == true(), _O.lock_retain_until_us.is_not(None)),
+    )
+    columns = [
+        _O.id,
+        _O.key,
+        _O.size,
+        _O.last_modified,
+        _O.etag,
+        _O.storage_class,
+        _O.version_id,
+        _O.upload_id,
+        _O.tags,
+    ]
+    if tags or lock:
+        columns.append(_attributes_column(locked if lock else false(), unread_tags, unread_lock))
+    return (
+        select(*columns)
+        .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
+        .order_by(_O.key, _O.upload_id)
+    )
+
+
+def _attributes_column(locked: Any, unread_tags: Any, unread_lock: Any) -> Any:
+    return case(
+        (
+            or_(locked, unread_tags, unread_lock),
+            func.json_array(
+                _O.lock_mode,
+                _O.lock_retain_until_us,
+                _O.legal_hold,
+                case((unread_tags, 1), else_=0),
+                case((unread_lock, 1), else_=0),
+            ),
+        ),
+        else_=null(),
+    )
 
 
 def stream_live_objects(
-    engine: Engine, root_id: int, chunk: int = 10_000
+    engine: Engine, root_id: int, chunk: int = 10_000, *, tags: bool = False, lock: bool = False
 ) -> Iterator[CatalogObject]:
     """`iter_live_objects`, the same objects in the same order, for bulk consumers.
 
     On SQLite the rows come straight from the DBAPI cursor, as `iter_live_keys` reads
     them: a Result builds a Row per object and processes each column, which costs more
-    than SQLite takes to read it. `tags` (JSON text) is decoded as the JSON type would;
-    objects written at the same microsecond as the row before share its datetime.
+    than SQLite takes to read it. `tags` (JSON text) is decoded as the JSON type would
+    (the commonest, `{}`, is one shared read-only mapping);
+    objects written at the same microsecond as the row before share its datetime. When
+    tags or locks matter, an object's lock state and what it lacks come in one more
+    column, NULL for most objects; otherwise the row is what it always was.
     """
     if engine.dialect.name != "sqlite":
-        yield from iter_live_objects(engine, root_id, chunk)
+        yield from iter_live_objects(engine, root_id, chunk, tags=tags, lock=lock)
+        return
+    if not (tags or lock):
+        yield from _stream_plain(engine, root_id, chunk)
         return
     epoch, micros = _EPOCH, timedelta
     last_us: int | None = None
     last = epoch
-    for rows in _sqlite_chunks(engine, _objects_select(engine, root_id), chunk):
-        for oid, key, size, lm, etag, sc, vid, upload, tags in rows:
+    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, tags, lock), chunk):
+        for oid, key, size, lm, etag, sc, vid, upload, tagged, attributes in rows:
+            if lm != last_us:  # the files of one save often share their time
+                last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
+            obj = CatalogObject(
+                key,
+                size,
+                last,
+                etag,
+                sc,
+                vid,
+                upload,
+                None if tagged is None else _NO_TAGS if tagged == "{}" else loads(tagged),
+                oid,
+            )
+            if attributes is not None:
+                mode, until, hold, no_tags, no_lock = loads(attributes)
+                if lock and (hold or until is not None):
+                    obj.lock_mode = mode
+                    obj.retain_until = None if until is None else epoch + micros(0, 0, until)
+                    obj.legal_hold = bool(hold)
+                obj.unread = _unread(bool(no_tags), bool(no_lock))
+            yield obj
+
+
+def _stream_plain(engine: Engine, root_id: int, chunk: int) -> Iterator[CatalogObject]:
+    """`stream_live_objects` when neither tags nor locks matter (the common case, and
+    the planner's hot read): the plain objects' columns alone, one object a row."""
+    epoch, micros = _EPOCH, timedelta
+    last_us: int | None = None
+    last = epoch
+    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, False, False), chunk):
+        for oid, key, size, lm, etag, sc, vid, upload, tagged in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
             yield CatalogObject(
@@ -91,7 +235,7 @@ def stream_live_objects(
                 sc,
                 vid,
                 upload,
-                None if tags is None else loads(tags),
+                None if tagged is None else _NO_TAGS if tagged == "{}" else loads(tagged),
                 oid,
             )
 
@@ -134,7 +278,13 @@ def iter_live_keys(engine: Engine, root_id: int, chunk: int = 50_000) -> Iterato
 
 
 def live_objects_by_key(
-    engine: Engine, root_id: int, keys: Iterable[str], chunk: int = 500
+    engine: Engine,
+    root_id: int,
+    keys: Iterable[str],
+    chunk: int = 500,
+    *,
+    tags: bool = False,
+    lock: bool = False,
 ) -> list[CatalogObject]:
     """The live objects of a root with the given keys, as `iter_live_objects` builds them,
     sorted by key then upload id (a few tracker files, fetched after a keys-only pass)."""
@@ -143,7 +293,7 @@ def live_objects_by_key(
     with engine.connect() as conn:
         for i in range(0, len(wanted), chunk):
             stmt = _objects_select(engine, root_id).where(_O.key.in_(wanted[i : i + chunk]))
-            out.extend(_objects(conn.execute(stmt)))
+            out.extend(_objects(conn.execute(stmt), tags, lock))
     out.sort(key=lambda o: (o.key, o.upload_id))
     return out
 

@@ -10,7 +10,17 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, LargeBinary, TypeDecorator
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    LargeBinary,
+    TypeDecorator,
+    false,
+)
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
@@ -51,6 +61,13 @@ class Root(SQLModel, table=True):
     created_at: datetime = _ts(nullable=False)
     classify_options: dict[str, Any] | None = _json(nullable=True)  # layout used by the last scan
     classified_scan_id: int | None = None  # the scan the stored runs/artifacts come from
+    # The bucket's S3 Object Lock configuration as last asked (scan, or a plan with the
+    # root at hand); None: never asked (or not an S3 root).
+    object_lock: bool | None = None
+    # The last complete scan after which every live object's tags / lock state were read
+    # (`scan.attributes`): while it is still the last, there is nothing to look for.
+    tags_read_scan_id: int | None = None
+    locks_read_scan_id: int | None = None
 
 
 class Scan(SQLModel, table=True):
@@ -95,10 +112,20 @@ class StoredObject(SQLModel, table=True):
     storage_class: str | None = None
     version_id: str | None = None
     checksum_algorithm: str | None = None
-    tags: dict[str, str] | None = _json(nullable=True)
+    # Read before planning when needed (`scan.attributes`), for the object as it is now:
+    # a scan that rewrites the row (changed, revived) resets them to not read.
+    tags: dict[str, str] | None = _json(nullable=True)  # NULL: not read; {}: read, none
     first_scan_id: int
     changed_scan_id: int
     gone_scan_id: int | None = None
+    lock_read: bool = Field(
+        default=False, sa_column=Column(Boolean(), nullable=False, server_default=false())
+    )  # false: lock state not read (the three below mean nothing yet)
+    lock_mode: str | None = None  # GOVERNANCE | COMPLIANCE
+    lock_retain_until_us: int | None = Field(
+        default=None, sa_column=Column(BigInteger(), nullable=True)
+    )
+    legal_hold: bool | None = None
 
 
 class MetaCache(SQLModel, table=True):

@@ -58,8 +58,17 @@ class CatalogObject:
     storage_class: str | None = None
     version_id: str | None = None
     upload_id: str = ""
-    tags: Mapping[str, str] | None = None
+    tags: Mapping[str, str] | None = None  # None: not read (or none exist: filesystems)
     object_id: int | None = None
+    # S3 Object Lock, as read (HEAD) on a bucket with Object Lock enabled; None / False
+    # otherwise. A locked object protects its whole artifact (`plan.protect`).
+    lock_mode: str | None = None  # GOVERNANCE | COMPLIANCE
+    retain_until: datetime | None = None
+    legal_hold: bool = False
+    # What protection needs of this object that the catalog has not read: "tags" (the
+    # policy selects or protects by tags, the root has them), "lock" (the bucket has
+    # Object Lock enabled), or "tags lock"; None: nothing missing. Unknown is protected.
+    unread: str | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types

@@ -56,6 +56,11 @@ class RootSnapshot:
     # bytes of the objects `groups` streams (every live object lands in one artifact)
     supports_storage_classes: bool  # False on filesystems: class changes are not applicable
     groups: Iterable[Group]  # the root's classification, streamed run by run
+    # What protection needed read for this root's objects (for the record: each object
+    # not read is marked `unread` in `groups`, which is what the planner acts on): their
+    # tags (the policy uses tags, the root has them) and lock state (Object Lock enabled).
+    tags_matter: bool = False
+    object_lock: bool = False
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -114,6 +119,8 @@ def policy_controls(policy: Policy) -> dict[str, Any]:
     return {
         "approval": policy.approval.model_dump(mode="json"),
         "apply": policy.apply.model_dump(mode="json"),
+        # apply reads each object's tags again: a tag put on since is seen there only
+        "protect_tags": dict(policy.protect.tags),
     }
 
 

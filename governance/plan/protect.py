@@ -1,9 +1,12 @@
 """Protections, evaluated before every rule: a protected artifact is never acted on.
 
-`protection` covers `protect.min_age`, `protect.tags`, `protect.paths` and object lock /
-legal hold (a hook: the catalog holds no lock information yet, see `lock_reason`).
-`protect.run_status` is different: it only shields artifacts from expire and transition
-rules; tiers still thin them (see `shielded_from_expiry`).
+`protection` covers `protect.min_age`, `protect.tags`, `protect.paths`, S3 Object Lock /
+legal hold (read before planning into the catalog: `scan.attributes`), and what cannot
+be known: an object whose tags (when the policy uses tags) or lock state (when its bucket
+has Object Lock) were not read protects its artifact, since it cannot be proven
+unprotected (and a tag-selecting rule that failed to match could hand the artifact to a
+later, deleting rule). `protect.run_status` is different: it only shields artifacts from
+expire and transition rules; tiers still thin them (see `shielded_from_expiry`).
 """
 
 from __future__ import annotations
@@ -22,18 +25,25 @@ from governance.policy.units import format_duration
 
 
 def lock_reason(obj: CatalogObject, as_of: datetime) -> str | None:
-    """Why an object is under object lock or legal hold, if the catalog says so.
+    """Why an object is under object lock or legal hold, or of unknown tags or lock state
+    that protection needs, if so.
 
-    The hook for S3 Object Lock: today `CatalogObject` has no lock fields, so this reads
-    optional attributes a later catalog version may add (`legal_hold`, `retain_until`)
-    and the conventional tags. Never bypass a lock: a locked object makes its whole
-    artifact protected.
+    Never bypass a lock: a locked object makes its whole artifact protected, and so does
+    one whose tags or lock state were not read (`CatalogObject.unread`). Reads the fields
+    with defaults, so any object-like value can be asked.
     """
     if getattr(obj, "legal_hold", False):
         return f"legal hold on {obj.key}"
     retain_until = getattr(obj, "retain_until", None)
     if isinstance(retain_until, datetime) and retain_until > as_of:
-        return f"object lock on {obj.key} until {retain_until.isoformat()}"
+        mode = getattr(obj, "lock_mode", None)
+        how = f" ({mode.lower()} mode)" if mode else ""
+        return f"object lock on {obj.key} until {retain_until.isoformat()}{how}"
+    unread = getattr(obj, "unread", None)
+    if unread:
+        if "tags" in unread:
+            return f"tags of {obj.key} not read (the policy's protect.tags/select.tags need them)"
+        return f"object lock state of {obj.key} not read (its bucket has Object Lock enabled)"
     return None
 
 
@@ -66,16 +76,13 @@ def protection(
                 head = _head(pattern)
                 if any(c.startswith(head) and glob_match(pattern, c) for c in candidates):
                     return f"under protected path {pattern}"
-    if _LOCK_FIELDS or any(type(o) is not CatalogObject for o in objects):
-        for o in objects:
+    for o in objects:
+        if o.legal_hold or o.retain_until is not None or o.unread is not None:
             locked = lock_reason(o, as_of)
             if locked is not None:
                 return locked
     return None
 
-
-_LOCK_FIELDS = any(hasattr(CatalogObject, f) for f in ("legal_hold", "retain_until"))
-"""Whether catalog objects carry lock fields yet (else `lock_reason` can only say None)."""
 
 _META = ("*", "?", "[")
 
@@ -115,11 +122,12 @@ _HEADS: dict[str, str] = {}
 class Protector:
     """`protection` for the artifacts of one root, with what does not depend on the artifact
     decided once: most artifacts are plainly unprotected (old enough, untagged, under no
-    protected path of this root), and those cost a few comparisons; any other goes
-    through `protection` itself, so the answer is always its answer."""
+    protected path of this root, unlocked, nothing unread), and those cost a few
+    comparisons; any other goes through `protection` itself, so the answer is always its
+    answer."""
 
     __slots__ = (
-        "_as_of", "_locks", "_paths", "_patterns", "_protect", "_root_url", "_tags", "min_age",
+        "_as_of", "_paths", "_patterns", "_protect", "_root_url", "_tags", "min_age",
     )  # fmt: skip
 
     def __init__(self, protect: Protect, root_url: str, as_of: datetime) -> None:
@@ -128,7 +136,6 @@ class Protector:
         self._as_of = as_of
         self._root_url = root_url
         self._tags = bool(protect.tags)
-        self._locks = _LOCK_FIELDS
         # True: some protected path may match under this root (`_patterns`: those), and
         # an artifact is looked at by its own URI; None: none can match an artifact
         # whose key is not empty.
@@ -139,7 +146,7 @@ class Protector:
 
     def __call__(self, art: Artifact, uri: str, age: timedelta) -> str | None:
         """The reason the artifact (of this root, at `uri`, `age` old) is protected, or None."""
-        if age < self._protect.min_age or self._locks:
+        if age < self._protect.min_age:
             return protection(self._protect, art, uri, age, self._as_of)
         if self._paths:
             if self._paths_may_match(art, uri):
@@ -148,7 +155,8 @@ class Protector:
             return protection(self._protect, art, uri, age, self._as_of)  # an empty key
         tags = self._tags
         for o in art.objects:
-            if (tags and o.tags) or type(o) is not CatalogObject:  # tagged, or may be locked
+            # tagged, locked (or was), or lacking what protection needs
+            if (tags and o.tags) or o.legal_hold or o.retain_until or o.unread:
                 return protection(self._protect, art, uri, age, self._as_of)
         return None
 
@@ -172,10 +180,8 @@ class Protector:
         Asked once per group, in C (no loop per artifact or object here): no protected
         path can match under the root (or under what every key of the group starts
         with), no artifact key is empty, the objects carry no tags that could match (when
-        tags are protected) and no lock fields.
+        tags are protected), no lock, and lack nothing protection needs (`unread`).
         """
-        if self._locks:
-            return False
         objects = list(chain.from_iterable(map(_OBJECTS, artifacts)))
         if self._paths:
             # Every candidate `protection` matches globs against starts with the root and
@@ -193,12 +199,18 @@ class Protector:
                 return False  # an empty key: `__call__` looks at the URI
         if self._tags and any(map(_TAGS, objects)):
             return False
-        return not objects or set(map(type, objects)) == {CatalogObject}
+        # three passes in C; in the common case (no lock, nothing unread) none finds a thing
+        return not (
+            any(map(_UNREAD, objects)) or any(map(_HOLD, objects)) or any(map(_UNTIL, objects))
+        )
 
 
 _KEY = attrgetter("key")
 _OBJECTS = attrgetter("objects")
 _TAGS = attrgetter("tags")
+_UNREAD = attrgetter("unread")
+_HOLD = attrgetter("legal_hold")
+_UNTIL = attrgetter("retain_until")
 
 
 def shielded_from_expiry(protect: Protect, run: Run | None) -> str | None:

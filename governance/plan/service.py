@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from governance.catalog.derived import CachedMetaReader, classify_stream, refresh_metadata
+from governance.catalog.derived import (
+    CachedMetaReader,
+    classify_stream,
+    refresh_metadata,
+    refresh_object_attributes,
+)
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError
@@ -47,6 +52,7 @@ def root_snapshots(
     everything and say so silently.
     """
     options = policy.classify_options(as_of)
+    tags = uses_tags(policy)
     snapshots = []
     for entry in policy.storage:
         url = normalize_url(entry.url)
@@ -66,21 +72,35 @@ def root_snapshots(
             "profile": entry.profile,
             "region": entry.region,
         }
-        refresh_metadata(
-            engine, root.id, url, {k: v for k, v in connection.items() if v}, store=store
-        )
+        reach = {k: v for k, v in connection.items() if v}
+        refresh_metadata(engine, root.id, url, reach, store=store)
+        # Then the tags and lock state protection needs and the catalog lacks (S3 roots:
+        # tags when the policy uses them, locks when the bucket has Object Lock); what
+        # stays unread marks its objects, whose artifacts the planner then protects.
+        needs = refresh_object_attributes(engine, root.id, url, reach, store, tags=tags)
         reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
-        groups = _closing(classify_stream(engine, root.id, options, reader), reader)
+        stream = classify_stream(engine, root.id, options, reader, tags=needs.tags, lock=needs.lock)
         snapshots.append(
             RootSnapshot(
                 url=url,
                 scan_id=scan.id,
                 total_bytes=None,  # counted as the groups stream: no query of its own
                 supports_storage_classes=url.startswith("s3://"),
-                groups=groups,
+                groups=_closing(stream, reader),
+                tags_matter=needs.tags,
+                object_lock=needs.lock,
             )
         )
     return snapshots
+
+
+def uses_tags(policy: Policy) -> bool:
+    """Whether any protection or selection of the policy looks at objects' tags
+    (`protect.tags`, a rule's or dedupe's `select.tags`)."""
+    selects = [r.select for r in policy.rules]
+    if policy.dedupe is not None:
+        selects.append(policy.dedupe.select)
+    return bool(policy.protect.tags) or any(s.tags is not None for s in selects)
 
 
 def _closing(groups: Iterator[Group], reader: CachedMetaReader) -> Iterator[Group]:

@@ -7,6 +7,7 @@ nothing gone and leaves the last complete state as it was.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -167,6 +168,7 @@ def _scan_rows(
             bytes_listed=listed_bytes,
         )
         raise
+    _record_object_lock(engine, root_id, store)
     return ScanSummary(
         root=store.url,
         root_id=root_id,
@@ -179,3 +181,21 @@ def _scan_rows(
         gone=gone,
         seconds=time.perf_counter() - listing.began,
     )
+
+
+def _record_object_lock(engine: Engine, root_id: int, store: Store) -> None:
+    """Ask an S3 root's bucket whether it has Object Lock enabled (one request) and
+    remember it, so a plan without the root at hand knows whether objects' lock state
+    must be read (`catalog.derived.refresh_object_attributes`). A failure to ask is not
+    the scan's: the last answer is kept."""
+    ask = getattr(store, "object_lock_enabled", None)
+    if ask is None or not store.url.startswith("s3://"):
+        return
+    try:
+        enabled = bool(ask())
+    except Exception as exc:
+        logging.getLogger(__name__).debug("%s: Object Lock not read (%s)", store.url, exc)
+        return
+    from governance.catalog.derived import record_object_lock
+
+    record_object_lock(engine, root_id, enabled)

@@ -50,6 +50,15 @@ class ObjectState:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectLock:
+    """An object's S3 Object Lock state (`Store.object_lock`): all empty when unlocked."""
+
+    mode: str | None = None  # GOVERNANCE | COMPLIANCE
+    retain_until: datetime | None = None
+    legal_hold: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class KeyResult:
     """Outcome for one key of a batch operation."""
 
@@ -91,6 +100,19 @@ class Store(Protocol):
 
     def head(self, keys: Sequence[str]) -> dict[str, ObjectState]:
         """Current state of each key that exists (missing keys are absent from the result)."""
+        ...
+
+    def object_lock_enabled(self) -> bool:
+        """Whether the root's bucket has Object Lock enabled (filesystems: False)."""
+        ...
+
+    def object_tags(self, key: str) -> dict[str, str]:
+        """The object's tags ({} when it has none; filesystems: always {}). Raises a
+        StorageError (KeyNotFoundError for a missing key) when they cannot be read."""
+        ...
+
+    def object_lock(self, key: str) -> ObjectLock:
+        """The object's lock state (filesystems: unlocked). Raises like `object_tags`."""
         ...
 
     def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:

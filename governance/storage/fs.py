@@ -30,6 +30,7 @@ from governance.storage.base import (
     KeyResult,
     ListingRow,
     ObjectInfo,
+    ObjectLock,
     ObjectState,
     Store,
     row_from_info,
@@ -280,6 +281,33 @@ class FsspecStore:
             version_id=obj.version_id,
             storage_class=obj.storage_class,
         )
+
+    # -- tags and object lock ------------------------------------------------------------
+
+    def object_lock_enabled(self) -> bool:
+        """Filesystems have no Object Lock. S3 through s3fs: not known here (the boto3
+        backend reads it)."""
+        if self._protocol == "s3":
+            raise StorageError(self.url, "Object Lock is not read through fsspec")
+        return False
+
+    def object_tags(self, key: str) -> dict[str, str]:
+        """Filesystems have no tags: {}. S3 through s3fs: its `get_tags`."""
+        if self._protocol != "s3":
+            return {}
+        try:
+            tags: dict[str, str] = self._fs.get_tags(self._path(key))
+        except FileNotFoundError:
+            raise KeyNotFoundError(self.url, f"{key}: no such key") from None
+        except Exception as exc:
+            raise translate(self.url, exc) from exc
+        return dict(tags)
+
+    def object_lock(self, key: str) -> ObjectLock:
+        """Filesystems have no locks: unlocked. S3 through s3fs: not known here."""
+        if self._protocol == "s3":
+            raise StorageError(self.url, f"{key}: object lock state is not read through fsspec")
+        return ObjectLock()
 
     # -- mutations -----------------------------------------------------------------------
 

@@ -27,7 +27,14 @@ from governance.errors import (
     UnreachableError,
 )
 from governance.storage import WritableStore
-from governance.storage.base import KeyResult, ListingRow, ObjectInfo, ObjectState, Store
+from governance.storage.base import (
+    KeyResult,
+    ListingRow,
+    ObjectInfo,
+    ObjectLock,
+    ObjectState,
+    Store,
+)
 from governance.storage.errors import KeyNotFoundError, client_error_code, translate
 from governance.storage.s3_listing import (
     AS_INFO,
@@ -260,6 +267,52 @@ class S3Store:
             legal_hold=r.get("ObjectLockLegalHoldStatus") == "ON",
             metadata=dict(r.get("Metadata") or {}),
         )
+
+    # -- tags and object lock (read before planning) ---------------------------------------
+
+    def object_lock_enabled(self) -> bool:
+        """Whether the bucket has Object Lock enabled (GetObjectLockConfiguration).
+
+        A bucket never configured answers ObjectLockConfigurationNotFoundError: False.
+        Any other failure (no permission to ask, say) is a StorageError: not known.
+        """
+        try:
+            response = self._client.get_object_lock_configuration(Bucket=self.bucket)
+        except Exception as exc:
+            coded = client_error_code(exc)
+            if coded is not None and coded[0] == "ObjectLockConfigurationNotFoundError":
+                return False
+            raise translate(self.url, exc) from exc
+        config = response.get("ObjectLockConfiguration") or {}
+        return config.get("ObjectLockEnabled") == "Enabled"
+
+    def object_tags(self, key: str) -> dict[str, str]:
+        """The object's tags (GetObjectTagging); {} when it has none."""
+        try:
+            response = self._client.get_object_tagging(Bucket=self.bucket, Key=self.prefix + key)
+        except Exception as exc:
+            raise self._key_error(key, exc) from exc
+        return {t["Key"]: t["Value"] for t in response.get("TagSet", ())}
+
+    def object_lock(self, key: str) -> ObjectLock:
+        """The object's lock state from a HEAD (ObjectLockMode, ObjectLockRetainUntilDate,
+        ObjectLockLegalHoldStatus: S3 returns them to callers allowed to read them)."""
+        try:
+            r = self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)
+        except Exception as exc:
+            raise self._key_error(key, exc) from exc
+        until = r.get("ObjectLockRetainUntilDate")
+        return ObjectLock(
+            mode=r.get("ObjectLockMode"),
+            retain_until=utc(until) if until else None,
+            legal_hold=r.get("ObjectLockLegalHoldStatus") == "ON",
+        )
+
+    def _key_error(self, key: str, exc: Exception) -> StorageError:
+        coded = client_error_code(exc)
+        if coded is not None and coded[0] in _MISSING_KEY_CODES:
+            return KeyNotFoundError(self.url, f"{key}: no such key")
+        return translate(self.url, exc)
 
     # -- mutations -----------------------------------------------------------------------
 

@@ -22,7 +22,9 @@ the catalog's."
    half a million residue deletes would measure nothing interesting.) The catalog's
    metadata cache holds every `latest` file, as the first plan after a scan leaves it
    (`refresh_metadata` reads what the cache lacks): a nightly plan finds it complete, so
-   planning reads no storage (the root is not reachable from the benchmark anyway). The
+   planning reads no storage (the root is not reachable from the benchmark anyway); so
+   does every object's tags (none: the example policy protects by tag, and a plan reads
+   what the catalog lacks) and the root's Object Lock answer (none). The
    file goes to `bench-out/plan/` (git-ignored) and is reused by a later run with the
    same sizes.
 2. **Phases**, each in its own child process (this script re-invoked with `--phase`), so
@@ -183,6 +185,7 @@ def ensure_catalog(runs: int, checkpoints: int) -> Path:
         if count == want:
             log(f"reusing {path.relative_to(REPO_ROOT)} ({count:,} objects)")
             fill_meta_cache(path, checkpoints)
+            fill_attributes(path)
             return path
         log(f"{path.name} holds {count:,} objects, not {want:,}: rebuilding")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,10 +206,31 @@ def ensure_catalog(runs: int, checkpoints: int) -> Path:
     if written != want:
         raise SystemExit(f"generator wrote {written} objects, not {want}")
     fill_meta_cache(path, checkpoints)
+    fill_attributes(path)
     log(
         f"built {path.relative_to(REPO_ROOT)}: {written:,} objects in {time.perf_counter() - start:.1f} s"
     )
     return path
+
+
+def fill_attributes(path: Path) -> None:
+    """Every object's tags read (none) and the bucket known to have no Object Lock, as the
+    first plan after a scan leaves them (`plan.service.root_snapshots` reads what the
+    catalog lacks: the example policy protects by tag), unless already so."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        with db:
+            db.execute("UPDATE objects SET tags = '{}' WHERE tags IS NULL")
+            db.execute(
+                "UPDATE roots SET object_lock = 0, tags_read_scan_id = "
+                "(SELECT max(id) FROM scans WHERE scans.root_id = roots.id "
+                "AND status = 'complete') WHERE tags_read_scan_id IS NULL"
+            )
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
 
 
 def fill_meta_cache(path: Path, checkpoints: int) -> None:
@@ -261,7 +285,7 @@ def _build(engine: Any, policy: Any) -> Any:
     )
 
 
-def _floor(engine: Any, root_id: int) -> int:
+def _floor(engine: Any, root_id: int, tags: bool) -> int:
     """The floor phase (see the module docstring); returns how many actions it made."""
     from governance.catalog.queries import stream_live_objects
     from governance.plan.fingerprint import fingerprint
@@ -279,7 +303,7 @@ def _floor(engine: Any, root_id: int) -> int:
     gc.disable()  # the least it can cost: no collection at all (the build freezes, see build)
     try:
         folder, members = "", []
-        for o in stream_live_objects(engine, root_id):
+        for o in stream_live_objects(engine, root_id, tags=tags):
             key = o.key
             here = key[: key.rfind("/") + 1]
             if here != folder:
@@ -313,6 +337,7 @@ def run_phase(phase: str, path: Path, policy_path: Path) -> dict[str, Any]:
     from governance.catalog.plans import save_plan
     from governance.catalog.queries import iter_live_objects, stream_live_objects
     from governance.catalog.roots import find_root
+    from governance.plan.service import uses_tags
 
     engine = open_engine(f"sqlite:///{path}")
     root = find_root(engine, ROOT_URL)
@@ -325,13 +350,14 @@ def run_phase(phase: str, path: Path, policy_path: Path) -> dict[str, Any]:
     if phase in ("read", "stream"):
         count = 0
         reader = iter_live_objects if phase == "read" else stream_live_objects
-        for _ in reader(engine, root.id):
+        # the rows as the planner reads them: with what protection needs (tags, here)
+        for _ in reader(engine, root.id, tags=uses_tags(policy)):
             count += 1
         out["objects"] = count
         out["seconds"] = time.perf_counter() - start
         out["cpu_seconds"] = time.process_time() - cpu
     elif phase == "floor":
-        actions = _floor(engine, root.id)
+        actions = _floor(engine, root.id, uses_tags(policy))
         out["seconds"] = time.perf_counter() - start
         out["cpu_seconds"] = time.process_time() - cpu
         out["objects"] = _live_count(engine, root.id)

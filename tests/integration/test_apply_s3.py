@@ -253,3 +253,35 @@ def test_object_lock_and_legal_hold_skip_their_artifacts(
     for key, body in before.items():
         if "checkpoint-1000/" in key or key == "scratch/upload.tmp":
             assert after[key] == body
+
+
+def test_a_protected_tag_put_on_after_planning_skips_its_artifact(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """S3 keeps an object's ETag and LastModified when its tags change, so neither a scan
+    nor the plan's cached tags can see a tag put on later: apply reads them again."""
+    upload_tree(s3_bucket)
+    setup = make_setup(tmp_path, moto_server, s3_bucket)
+    text = setup.policy.read_text()
+    setup.policy.write_text(
+        text.replace("  min_age: 1h\n", '  min_age: 1h\n  tags: {retain: "true"}\n')
+    )
+    doc = setup.plan()
+    planned = {a["artifact"]["uri"].split(s3_bucket + "/", 1)[1] for a in doc["actions"]}
+    assert "scratch/upload.tmp" in planned
+    tag = {"TagSet": [{"Key": "retain", "Value": "true"}]}
+    s3_client.put_object_tagging(Bucket=s3_bucket, Key="scratch/upload.tmp", Tagging=tag)
+    other = {"TagSet": [{"Key": "team", "Value": "nlp"}]}  # not a protected tag
+    s3_client.put_object_tagging(
+        Bucket=s3_bucket, Key=f"{RUN}checkpoint-500/optimizer.pt", Tagging=other
+    )
+    before = live(s3_bucket)
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    by_key = {r["artifact_uri"].split(s3_bucket + "/", 1)[1]: r for r in report["results"]}
+    tagged = by_key.pop("scratch/upload.tmp")
+    assert (tagged["outcome"], tagged["final"]) == ("skipped", True)
+    assert tagged["reason"] == "protected: scratch/upload.tmp has protected tag retain=true now"
+    assert {r["outcome"] for r in by_key.values()} == {"ok"}
+    after = live(s3_bucket)
+    assert after["scratch/upload.tmp"] == before["scratch/upload.tmp"]
+    assert f"{RUN}checkpoint-500/optimizer.pt" not in after  # its own tag protects nothing

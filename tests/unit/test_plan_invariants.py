@@ -8,6 +8,7 @@ here, independently of the planner's own helpers.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 from datetime import timedelta
@@ -101,14 +102,45 @@ def _protected(art: Artifact) -> bool:
         return True
     if art.key.startswith("releases/"):
         return True
+    if any(
+        o.legal_hold or (o.retain_until is not None and o.retain_until > AS_OF) or o.unread
+        for o in art.objects
+    ):
+        return True  # locked, or tags / lock state not read: cannot be proven unprotected
     return any(
         (m.obj.tags or {}).get("retain") == "true" or "legal-hold" in (m.obj.tags or {})
         for m in art.members
     )
 
 
+_ATTRIBUTES: list[dict[str, Any]] = [
+    {"legal_hold": True},
+    {"lock_mode": "GOVERNANCE", "retain_until": AS_OF + timedelta(days=1)},
+    {"lock_mode": "COMPLIANCE", "retain_until": AS_OF - timedelta(days=1)},  # lapsed
+    {"unread": "tags"},
+    {"unread": "lock"},
+    {"unread": "tags lock"},
+]
+
+
+@st.composite
+def attributed_groups(draw: st.DrawFn) -> list[Group]:
+    """`root_groups`, with some objects locked, under legal hold, or with their tags or
+    lock state not read (as the catalog marks them when protection needs them)."""
+    groups = draw(root_groups())
+    for g in groups:
+        for i, art in enumerate(g.artifacts):
+            if draw(st.integers(0, 3)) != 0:  # a quarter of the artifacts
+                continue
+            objects = list(art.objects)
+            j = draw(st.integers(0, len(objects) - 1))
+            objects[j] = dataclasses.replace(objects[j], **draw(st.sampled_from(_ATTRIBUTES)))
+            g.artifacts[i] = dataclasses.replace(art, objects=objects)
+    return groups
+
+
 @SETTINGS
-@given(root_groups())
+@given(st.one_of(root_groups(), attributed_groups()))
 def test_invariant_2_nothing_protected_is_in_the_plan(groups: list[Group]) -> None:
     plan = make_plan(groups, POLICY)
     touched = {a.artifact.uri for a in plan.actions}

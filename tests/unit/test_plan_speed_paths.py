@@ -131,6 +131,22 @@ _MEMBER_KEYS = st.sampled_from(["", "", "", "releases/v2/", "runs/b/"])
 """What a member's key starts with instead of its artifact's (mostly: nothing else)."""
 
 
+_LOCKS = st.sampled_from(
+    [
+        {},
+        {},
+        {},
+        {"legal_hold": True},
+        {"lock_mode": "GOVERNANCE", "retain_until": AS_OF + timedelta(days=1)},
+        {"lock_mode": "COMPLIANCE", "retain_until": AS_OF - timedelta(days=1)},  # lapsed
+        {"unread": "tags"},
+        {"unread": "lock"},
+        {"unread": "tags lock"},
+    ]
+)
+"""An object's lock state and what protection lacks of it (mostly: nothing)."""
+
+
 @st.composite
 def _artifacts(draw: st.DrawFn) -> list[tuple[Artifact, timedelta]]:
     out = []
@@ -143,6 +159,7 @@ def _artifacts(draw: st.DrawFn) -> list[tuple[Artifact, timedelta]]:
                 AS_OF,
                 '"e"',
                 tags=draw(st.sampled_from([None, None, {}, {"retain": "true"}, {"other": "1"}])),
+                **draw(_LOCKS),
             )
             for i in range(draw(st.integers(0, 2)))
         ]
