@@ -7,7 +7,9 @@ Two streaming passes over the sorted listing, so memory is bounded by the larges
 2. stream again, buffering one run at a time. A run's keys are contiguous in sorted order
    (they share its prefix), so a run is finished as soon as a key outside its prefix
    arrives. Runs may nest (a detected run holding template runs): open runs form a stack.
-   Objects outside every run are grouped by top-level folder (root-level files in chunks).
+   Objects outside every run are grouped by top-level folder (root-level files in chunks),
+   but for top-level folders that are checkpoints themselves: those are one group, held
+   to the end, as a run's checkpoints are (the root is then one run's output folder).
 
 Pass one matters only to keys no layout template matches and to tracker look-ups outside
 a group; given as a keys-only query (`first_pass`), it runs when the first of those comes,
@@ -181,6 +183,8 @@ class _Streamer:
         self.stack: list[_Open] = []
         self.outside: list[CatalogObject] = []
         self.outside_top = ""
+        self.top_is_unit = False  # `outside_top` is itself a checkpoint folder
+        self.root_units: list[CatalogObject] = []  # the objects of such top-level folders
         self.root_files: list[CatalogObject] = []
         self._last_found: str | None = None
 
@@ -260,6 +264,12 @@ class _Streamer:
         if top != self.outside_top:
             yield from self._flush_outside()
             self.outside_top = top
+            self.top_is_unit = unit_of_checkpoint(key) == top
+        if self.top_is_unit:
+            # A checkpoint folder at the root (the root is one run's output folder): the
+            # root's checkpoints are one group, as a run's are, so that tiers see them all.
+            self.root_units.append(obj)
+            return
         self.outside.append(obj)
 
     def finish(self) -> Iterator[Group]:
@@ -267,6 +277,9 @@ class _Streamer:
             done = self.stack.pop()
             yield self._group(done.objs, done)
         yield from self._flush_outside()
+        if self.root_units:
+            units, self.root_units = self.root_units, []
+            yield self._group(units, None)
         if self.root_files:
             files, self.root_files = self.root_files, []
             yield self._group(files, None)

@@ -557,22 +557,27 @@ def _guard_newest(
 ) -> None:
     """Invariant 1: never delete the newest complete checkpoint of a live run (`complete`:
     the decisions of the group's complete checkpoints). A run still writing (running, or
-    of unknown status) resumes from it: it is kept whole and where it is, neither stripped
-    nor archived away (a finished run's final may be; the example policy archives it)."""
+    of unknown status, as checkpoints outside any run are) resumes from it: it is kept
+    whole and where it is, neither stripped nor archived away (a finished run's final may
+    be; the example policy archives it)."""
     if run is not None and run.status in _DEAD:
         return
     top = tiering.newest([d.artifact for d in complete], when)
     if top is None:
         return
     d = next(x for x in complete if x.artifact is top)
-    resumable = run is not None and run.status in _RESUMABLE
+    # outside any run nothing says the writer is done: as a run of unknown status
+    resumable = run is None or run.status in _RESUMABLE
     if not (_deletes(d) or (resumable and d.actions)):
         return
     instead = d.actions[0].reason
     d.actions = [a for a in d.actions if a.action is not _DELETE] if not resumable else ()
     status = run.status.value if run is not None else "outside any run"
     name = f"run {run.name}" if run is not None else "its group"
-    where = ", which it resumes from," if resumable else ""
+    if run is None:
+        where = ", which a writer may resume from,"
+    else:
+        where = ", which it resumes from," if resumable else ","
     d.keep(
         d.rule,
         None,

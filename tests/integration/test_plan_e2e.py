@@ -1,12 +1,18 @@
 """`govern plan` end to end on realistic trees on local disk (real files, real mtimes).
 
 One "zoo" tree holds a run of every framework in every status (Hugging Face, Lightning,
-DeepSpeed, Megatron; completed, running, failed, abandoned, unknown) plus residue and
-logs, written with the fixture builders and fixed mtimes relative to `AS_OF`. It is
-planned with a copy of the shipped example policy (`policies/retention.yaml`) whose
-storage points at the tree; the normalized plan is compared with
-`tests/golden/example_policy_plan.json` (regenerate with `GOVERN_UPDATE_GOLDEN=1`), and the
-decisions are asserted one by one so a failure says which rule went wrong.
+DeepSpeed, Megatron; completed, running, failed, abandoned) plus residue and logs, written
+with the fixture builders and fixed mtimes relative to `AS_OF`. A *run* with checkpoints is
+never of unknown status (governance/model/runs.py: unknown means "no checkpoints and no
+status markers"; a run folder outside the layout templates is still found from its
+checkpoints and gets running/abandoned): the zoo's unknown statuses are a logs-only run and
+checkpoint files at the root, outside every run (an artifact outside every run has status
+unknown to the selectors). It is planned with a copy of the shipped example policy
+(`policies/retention.yaml`) whose storage points at the tree; the normalized plan (actions
+and kept list with their reasons, costs to 4 significant digits, `summary.left`) is
+compared with `tests/golden/example_policy_plan.json` (regenerate with
+`GOVERN_UPDATE_GOLDEN=1 pytest tests/integration/test_plan_e2e.py -k golden`, then read the
+diff), and the decisions are asserted one by one so a failure says which rule went wrong.
 
 Also here: `--as-of` in the future ages everything predictably, every kind of policy
 validation error (exit 2, file:line:col, nothing planned), and refusal by each safety
@@ -30,6 +36,7 @@ from governance.cli.main import cli
 from tests.fixtures.builders import (
     deepspeed_run,
     hf_run,
+    lightning_files,
     lightning_run,
     local_writer,
     logs,
@@ -57,6 +64,17 @@ PL_CKPTS = PL_DONE + "lightning_logs/version_0/checkpoints/"
 DS_DONE = "nlp/gpt/runs/ds-done/"
 MG_DONE = "nlp/gpt/runs/mg-done/"
 LOGS_ONLY = "nlp/gpt/runs/logs-only/"
+DS_RUNNING = "nlp/gpt/runs/ds-running/"
+DS_FAILED = "nlp/gpt/runs/ds-failed/"
+DS_ABANDONED = "nlp/gpt/runs/ds-abandoned/"
+MG_RUNNING = "nlp/gpt/runs/mg-running/"
+MG_FAILED = "nlp/gpt/runs/mg-failed/"
+MG_ABANDONED = "nlp/gpt/runs/mg-abandoned/"
+PL_RUNNING = "cv/resnet/runs/pl-running/"
+PL_RUNNING_CKPTS = PL_RUNNING + "lightning_logs/version_0/checkpoints/"
+PL_FAILED = "cv/resnet/runs/pl-failed/"
+PL_ABANDONED = "cv/resnet/runs/pl-abandoned/"
+ROOT_CKPT = "epoch={}-step={}.ckpt"  # bare Lightning files at the root: outside every run
 
 
 def build_zoo(root: Path) -> None:
@@ -103,6 +121,50 @@ def build_zoo(root: Path) -> None:
     marker(w, MG_DONE, mtime=AS_OF - 5 * D)
     # Logs only: status unknown.
     logs(w, LOGS_ONLY, mtime=AS_OF - 20 * D)
+    # DeepSpeed, running: tags 12.5d .. 0.5d old; `latest` names 4000, so global_step5000
+    # (0.5d, inside the grace period) is a save in flight.
+    deepspeed_run(
+        w, DS_RUNNING, steps=(1000, 2000, 3000, 4000, 5000), latest=4000,
+        start=AS_OF - 15 * D - 12 * H, every=3 * D,
+    )  # fmt: skip
+    # DeepSpeed, failed 20 days ago (expired); global_step3000 never finished (residue).
+    deepspeed_run(
+        w, DS_FAILED, steps=(1000, 2000, 3000), latest=2000, start=AS_OF - 25 * D, every=D
+    )
+    marker(w, DS_FAILED, "FAILED", mtime=AS_OF - 20 * D)
+    # DeepSpeed, abandoned but not expired: no marker, last write 10.5d ago (7d < 10.5d < 14d).
+    deepspeed_run(w, DS_ABANDONED, steps=(1000, 2000), start=AS_OF - 12 * D - 12 * H, every=D)
+    # Megatron, running after a stall: iter_0005000 (31.5d, past every tier's max_age) is the
+    # newest complete one; iter_0010000 is being written (0.5d, past the tracker).
+    megatron_run(
+        w, MG_RUNNING, iters=(5000, 10000), tracker=5000,
+        start=AS_OF - 62 * D - 12 * H, every=31 * D,
+    )  # fmt: skip
+    # Megatron, failed 10.5 days ago (not expired), with an unfinished iter_0003000 (residue).
+    megatron_run(
+        w, MG_FAILED, iters=(1000, 2000, 3000), tracker=2000,
+        start=AS_OF - 16 * D - 12 * H, every=D,
+    )  # fmt: skip
+    marker(w, MG_FAILED, "FAILED", mtime=AS_OF - 10 * D - 12 * H)
+    # Megatron, abandoned 20.5 days ago (expired).
+    megatron_run(w, MG_ABANDONED, iters=(1000, 2000), start=AS_OF - 22 * D - 12 * H, every=D)
+    # Lightning, running: epochs 10.5d .. 4.5d old, the newest epoch's file still empty
+    # (2.5d, inside the grace period), metrics written 0.5d ago; no last.ckpt.
+    lightning_run(
+        w, PL_RUNNING, epochs=5, steps_per_epoch=1000, last=False, empty_last_epoch=True,
+        start=AS_OF - 12 * D - 12 * H, every=2 * D,
+    )  # fmt: skip
+    # Lightning, failed 20 days ago (expired); abandoned 31.5 days ago (expired).
+    lightning_run(
+        w, PL_FAILED, epochs=3, steps_per_epoch=1000, start=AS_OF - 24 * D - 12 * H, every=D
+    )
+    marker(w, PL_FAILED, "FAILED", mtime=AS_OF - 20 * D)
+    lightning_run(
+        w, PL_ABANDONED, epochs=2, steps_per_epoch=1000, start=AS_OF - 34 * D - 12 * H, every=D
+    )
+    # Checkpoints outside every run (status unknown): bare .ckpt files at the root,
+    # 42.5d .. 33.5d old, past every tier's max_age.
+    lightning_files(w, "", steps=(100, 200, 300, 400), start=AS_OF - 45 * D - 12 * H, every=3 * D)
     # Residue outside runs: old (expired) and fresh (inside the grace period).
     residue(w, "scratch", mtime=AS_OF - 10 * D)
     residue(w, "scratch/fresh", mtime=AS_OF - 1 * D)
@@ -197,12 +259,28 @@ def golden_plan(zoo: Zoo) -> Planned:
 # ----------------------------------------------------------------------------- golden
 
 
+COSTS = ("early_deletion_usd", "request_cost_usd", "monthly_cost_before_usd",
+         "monthly_cost_after_usd")  # fmt: skip
+
+
+def usd(x: float) -> float:
+    """A cost, to 4 significant digits. Not to the cent (nor to 6 decimals): the zoo's
+    files are bytes, so its costs are ~1e-8 USD and either would round every one to 0;
+    4 significant digits keep them visible and absorb any last-bit difference in float
+    sums across platforms."""
+    return float(f"{x:.4g}")
+
+
 def project(doc: dict[str, Any], base: str) -> dict[str, Any]:
-    """The deterministic part of a plan: no ids, paths, hashes or creation times."""
+    """The deterministic part of a plan: no ids, paths, hashes or creation times; reasons,
+    costs (see `usd`) and the artifacts left untouched (`summary.left`) included."""
 
     def rel(uri: str) -> str:
         assert uri.startswith(base), uri
         return uri[len(base) :]
+
+    def text(t: str) -> str:
+        return t.replace(base, "<root>/")
 
     def art(a: dict[str, Any]) -> dict[str, Any]:
         return {"uri": rel(a["uri"]), "kind": a["kind"], "run": a["run"], "step": a["step"]}
@@ -213,13 +291,27 @@ def project(doc: dict[str, Any], base: str) -> dict[str, Any]:
         "as_of": doc["as_of"],
         "status": doc["status"],
         "refusal": doc["refusal"],
-        "notes": [n.replace(base, "<root>/") for n in doc["notes"]],
+        "notes": [text(n) for n in doc["notes"]],
         "summary": {
             **{k: summary[k] for k in keys},
+            **{k: usd(summary[k]) for k in COSTS},
             "by_rule": {
                 rule: {k: v for k, v in r.items() if k in keys}
                 for rule, r in sorted(summary["by_rule"].items())
             },
+            "left": [
+                {
+                    "rule": x["rule"],
+                    "kind": x["kind"],
+                    "artifacts": x["artifacts"],
+                    "bytes": x["bytes"],
+                    "example": {
+                        "uri": rel(x["example"]["uri"]),
+                        "reason": text(x["example"]["reason"]),
+                    },
+                }
+                for x in summary["left"]
+            ],
         },
         "actions": [
             {
@@ -230,11 +322,19 @@ def project(doc: dict[str, Any], base: str) -> dict[str, Any]:
                 "objects": [rel(o["uri"]) for o in a["objects"]],
                 "bytes": a["bytes"],
                 "storage_class": a["storage_class"],
+                "reason": text(a["reason"]),
+                **{k: usd(a[k]) for k in COSTS},
             }
             for a in doc["actions"]
         ],
         "kept": [
-            {"artifact": art(k["artifact"]), "rule": k["rule"], "tier": k["tier"], "how": k["how"]}
+            {
+                "artifact": art(k["artifact"]),
+                "rule": k["rule"],
+                "tier": k["tier"],
+                "how": k["how"],
+                "reason": text(k["reason"]),
+            }
             for k in doc["kept"]
         ],
     }
@@ -318,6 +418,7 @@ def test_in_flight_checkpoint_never_counts(golden_plan: Planned) -> None:
 def test_failed_and_abandoned_runs_expire_after_14d(golden_plan: Planned) -> None:
     p = golden_plan
     expired = p.by_rule("failed-runs")
+    pl_dead = "lightning_logs/version_0/"
     assert expired == {
         HF_FAILED + "FAILED",
         HF_FAILED + "checkpoint-1000/",
@@ -325,7 +426,43 @@ def test_failed_and_abandoned_runs_expire_after_14d(golden_plan: Planned) -> Non
         HF_ABANDONED + "checkpoint-1000/",
         HF_ABANDONED + "checkpoint-2000/",
         HF_ABANDONED + "checkpoint-3000/",
+        # a dead run expires whole: checkpoints, residue, tracker files, logs, marker
+        DS_FAILED + "FAILED",
+        DS_FAILED + "global_step1000/",
+        DS_FAILED + "global_step2000/",
+        DS_FAILED + "global_step3000/",
+        DS_FAILED + "latest",
+        DS_FAILED + "zero_to_fp32.py",
+        MG_ABANDONED + "iter_0001000/",
+        MG_ABANDONED + "iter_0002000/",
+        MG_ABANDONED + "latest_checkpointed_iteration.txt",
+        PL_FAILED + "FAILED",
+        PL_FAILED + pl_dead,
+        PL_FAILED + pl_dead + "hparams.yaml",
+        PL_FAILED + pl_dead + "metrics.csv",
+        PL_FAILED + pl_dead + "checkpoints/epoch=0-step=1000-val_loss=1.00.ckpt",
+        PL_FAILED + pl_dead + "checkpoints/epoch=1-step=2000-val_loss=0.90.ckpt",
+        PL_FAILED + pl_dead + "checkpoints/epoch=2-step=3000-val_loss=0.80.ckpt",
+        PL_FAILED + pl_dead + "checkpoints/last.ckpt",
+        PL_ABANDONED + pl_dead,
+        PL_ABANDONED + pl_dead + "hparams.yaml",
+        PL_ABANDONED + pl_dead + "metrics.csv",
+        PL_ABANDONED + pl_dead + "checkpoints/epoch=0-step=1000-val_loss=1.00.ckpt",
+        PL_ABANDONED + pl_dead + "checkpoints/epoch=1-step=2000-val_loss=0.90.ckpt",
+        PL_ABANDONED + pl_dead + "checkpoints/last.ckpt",
     }
+    # the status each reason names is the run's: failed by marker, abandoned by silence
+    for prefix, status in (
+        (HF_FAILED, "failed"), (HF_ABANDONED, "abandoned"), (DS_FAILED, "failed"),
+        (MG_ABANDONED, "abandoned"), (PL_FAILED, "failed"), (PL_ABANDONED, "abandoned"),
+    ):  # fmt: skip
+        reasons = {
+            a["reason"] for a in p.doc["actions"] if p.rel(a["artifact"]["uri"]).startswith(prefix)
+        }
+        run = prefix.rstrip("/").rsplit("/", 1)[1]
+        assert len(reasons) == 1, reasons
+        assert reasons.pop().startswith(f"expired: run {run} ({status}) last written "), prefix
+        assert not [k for k in p.doc["kept"] if p.rel(k["artifact"]["uri"]).startswith(prefix)]
     for a in p.doc["actions"]:
         if a["rule"] == "failed-runs":
             assert a["action"] == "delete"
@@ -339,6 +476,47 @@ def test_failed_and_abandoned_runs_expire_after_14d(golden_plan: Planned) -> Non
         assert kept is not None
         assert kept["rule"] == "failed-runs"
         assert "not expired yet" in kept["reason"]
+
+
+def test_failed_runs_rule_owns_a_dead_runs_residue(golden_plan: Planned) -> None:
+    """`failed-runs` comes before `residue`: a dead run's unfinished save goes with the run
+    (DeepSpeed, expired), or waits for it (Megatron, failed 10.5 days ago), however old."""
+    p = golden_plan
+    (gone,) = p.actions(DS_FAILED + "global_step3000/")
+    assert (gone["rule"], gone["action"], gone["artifact"]["kind"]) == (
+        "failed-runs", "delete", "residue",
+    )  # fmt: skip
+    # iter_0003000 (past the tracker, 13.5d old) is residue, but not the residue rule's
+    assert p.outcome(MG_FAILED + "iter_0003000/") == ()
+    left = {(x["rule"], x["kind"]): x for x in p.doc["summary"]["left"]}
+    held = left[("failed-runs", "residue")]
+    assert held["artifacts"] == 1
+    assert p.rel(held["example"]["uri"]) == MG_FAILED + "iter_0003000/"
+    assert held["example"]["reason"] == (
+        "not expired yet: run mg-failed (failed) last written 10 days ago, "
+        "rule failed-runs expires after 14d"
+    )
+    for it in ("iter_0001000/", "iter_0002000/"):
+        kept = p.kept(MG_FAILED + it)
+        assert kept is not None
+        assert (kept["rule"], kept["how"]) == ("failed-runs", "rule_keeps")
+        assert "run mg-failed (failed)" in kept["reason"]
+    assert not [a for a in p.doc["actions"] if p.rel(a["artifact"]["uri"]).startswith(MG_FAILED)]
+
+
+def test_abandoned_run_waits_between_abandoned_after_and_expiry(golden_plan: Planned) -> None:
+    """Silent 10.5 days: abandoned (> 7d), so `checkpoints` no longer thins it, but
+    `failed-runs` expires it only after 14d: both tags are kept by that rule, untouched."""
+    p = golden_plan
+    for tag in ("global_step1000/", "global_step2000/"):
+        kept = p.kept(DS_ABANDONED + tag)
+        assert kept is not None
+        assert (kept["rule"], kept["tier"], kept["how"]) == ("failed-runs", None, "rule_keeps")
+        assert kept["reason"] == (
+            "not expired yet: run ds-abandoned (abandoned) last written 10 days ago, "
+            "rule failed-runs expires after 14d"
+        )
+    assert not [a for a in p.doc["actions"] if p.rel(a["artifact"]["uri"]).startswith(DS_ABANDONED)]
 
 
 def test_lightning_checkpoints_are_kept_whole_not_stripped(golden_plan: Planned) -> None:
@@ -381,6 +559,94 @@ def test_deepspeed_tag_beyond_latest_is_residue(golden_plan: Planned) -> None:
     assert p.outcome(DS_DONE + "global_step1000/") == ("delete",)
 
 
+def test_deepspeed_running_run_thinned_and_tag_past_latest_in_flight(
+    golden_plan: Planned,
+) -> None:
+    """A running DeepSpeed run is thinned by the tiers only; the tag newer than `latest`
+    (0.5d old) is a save in flight: neither counted (invariant 8) nor residue nor deleted."""
+    p = golden_plan
+    tag = DS_RUNNING + "global_step{}/"
+    (d,) = p.actions(tag.format(1000))
+    assert (d["rule"], d["tier"], d["action"]) == ("checkpoints", None, "delete")
+    assert d["reason"].endswith(
+        "is not kept by any tier (recent, mid-term, long-term); otherwise: delete"
+    )
+    # the newest 3 *complete* tags (4000 is what `latest` names and what it resumes from)
+    for step in (2000, 3000, 4000):
+        kept = p.kept(tag.format(step))
+        assert kept is not None
+        assert (kept["rule"], kept["tier"], kept["how"]) == ("checkpoints", "recent", "whole")
+        assert p.actions(tag.format(step)) == []
+    flying = p.kept(tag.format(5000))
+    assert flying is not None
+    assert (flying["how"], p.actions(tag.format(5000))) == ("in_flight", [])
+    assert "newer than latest (global_step4000)" in flying["reason"]
+    assert p.outcome(DS_RUNNING + "latest") == ("kept", "protected")
+    assert {a["rule"] for a in p.doc["actions"] if DS_RUNNING in a["artifact"]["uri"]} == {
+        "checkpoints"
+    }
+
+
+def test_megatron_running_run_resumes_from_old_newest_checkpoint(golden_plan: Planned) -> None:
+    """Invariant 1 on a running run: its newest complete iteration (31.5d old, past every
+    tier's max_age, so `otherwise: delete`) is kept whole where it is; the iteration past
+    the tracker is in flight."""
+    p = golden_plan
+    kept = p.kept(MG_RUNNING + "iter_0005000/")
+    assert kept is not None
+    assert (kept["rule"], kept["tier"], kept["how"]) == ("checkpoints", None, "whole")
+    assert kept["reason"] == (
+        "invariant 1: step 5000 is the newest complete checkpoint of run mg-running (running), "
+        "which it resumes from, kept whole instead of: checkpoints: step 5000 is not kept by "
+        "any tier (recent, mid-term, long-term); otherwise: delete"
+    )
+    assert p.outcome(MG_RUNNING + "iter_0010000/") == ("kept", "in_flight")
+    flying = p.kept(MG_RUNNING + "iter_0010000/")
+    assert flying is not None
+    assert "past latest_checkpointed_iteration.txt (5000)" in flying["reason"]
+    assert not [a for a in p.doc["actions"] if MG_RUNNING in a["artifact"]["uri"]]
+
+
+def test_lightning_running_run_thinned_empty_newest_file_in_flight(golden_plan: Planned) -> None:
+    p = golden_plan
+    ck = PL_RUNNING_CKPTS + "epoch={}-step={}-val_loss={:.2f}.ckpt"
+    key = {s: ck.format(e, s, 1.0 - e / 10) for e, s in enumerate(range(1000, 5001, 1000))}
+    (d,) = p.actions(key[1000])
+    assert (d["rule"], d["tier"], d["action"]) == ("checkpoints", None, "delete")
+    for step in (2000, 3000, 4000):  # the newest 3 complete, whole (a .ckpt is never stripped)
+        kept = p.kept(key[step])
+        assert kept is not None
+        assert (kept["tier"], kept["how"]) == ("recent", "whole")
+    # the empty epoch=4 file is a partial write inside the grace period: in flight
+    flying = p.kept(key[5000])
+    assert flying is not None
+    assert (flying["how"], p.actions(key[5000])) == ("in_flight", [])
+    assert "empty" in flying["reason"]
+    assert {a["action"] for a in p.doc["actions"] if PL_RUNNING in a["artifact"]["uri"]} == {
+        "delete"
+    }
+
+
+def test_checkpoints_outside_every_run_are_thinned_not_expired(golden_plan: Planned) -> None:
+    """Bare .ckpt files at the root belong to no run (status unknown to the selectors):
+    `failed-runs` does not select them, `checkpoints` does, over the group of root files;
+    none is within a tier's max_age, so all go but the newest complete one (invariant 1:
+    as for a run of unknown status, kept whole and in place)."""
+    p = golden_plan
+    for step, i in ((100, 0), (200, 1), (300, 2)):
+        (d,) = p.actions(ROOT_CKPT.format(i, step))
+        assert (d["rule"], d["tier"], d["action"]) == ("checkpoints", None, "delete")
+        assert d["artifact"]["run"] is None
+    newest = p.kept(ROOT_CKPT.format(3, 400))
+    assert newest is not None
+    assert (newest["rule"], newest["how"]) == ("checkpoints", "whole")
+    assert newest["reason"].startswith(
+        "invariant 1: step 400 is the newest complete checkpoint of its group (outside any run), "
+        "which a writer may resume from, kept whole instead of: "
+    )
+    assert p.actions(ROOT_CKPT.format(3, 400)) == []
+
+
 def test_megatron_iteration_beyond_tracker_is_residue(golden_plan: Planned) -> None:
     p = golden_plan
     (res,) = p.actions(MG_DONE + "iter_0015000/")
@@ -421,8 +687,20 @@ def test_invariants_hold(golden_plan: Planned) -> None:
         DS_DONE + "global_step2000/",
         MG_DONE + "iter_0010000/",
         PL_CKPTS + "last.ckpt",
+        DS_RUNNING + "global_step4000/",
+        MG_RUNNING + "iter_0005000/",
+        PL_RUNNING_CKPTS + "epoch=3-step=4000-val_loss=0.70.ckpt",
+        ROOT_CKPT.format(3, 400),
     ):
         assert newest not in deleted
+    # a running run's newest complete checkpoint is not stripped or archived either
+    for newest in (
+        HF_RUNNING + "checkpoint-6000/",
+        DS_RUNNING + "global_step4000/",
+        MG_RUNNING + "iter_0005000/",
+        PL_RUNNING_CKPTS + "epoch=3-step=4000-val_loss=0.70.ckpt",
+    ):
+        assert p.outcome(newest) == ("kept", "whole"), newest
     assert golden_plan.doc["status"] == "pending_approval"
 
 

@@ -4,7 +4,9 @@ The tree is uploaded with `put_object` through the fixture builders. S3 sets
 LastModified to the upload time, so ages come from `--as-of` in the future instead of
 mtimes: one scan, then plans at +1, +5, +20 and +70 days on the same catalog. Unlike on
 local disk, S3 has storage classes: log transitions and the long-term tier's archive to
-DEEP_ARCHIVE are planned, and a stale multipart upload is aborted.
+DEEP_ARCHIVE are planned, and a stale multipart upload is aborted. Runs without a marker
+are running at +5 days and abandoned at +20; DeepSpeed, Megatron and Lightning runs appear
+completed, running/abandoned and failed, each live or failed one with an unfinished save.
 """
 
 from __future__ import annotations
@@ -45,7 +47,26 @@ PL_DONE = "cv/resnet/runs/pl-done/"
 DS_DONE = "nlp/gpt/runs/ds-done/"
 MG_DONE = "nlp/gpt/runs/mg-done/"
 LOGS_ONLY = "nlp/gpt/runs/logs-only/"
+# No marker: running at +5 days (last write within abandoned_after 7d), abandoned after.
+DS_LIVE = "nlp/gpt/runs/ds-live/"
+MG_LIVE = "nlp/gpt/runs/mg-live/"
+PL_LIVE = "cv/resnet/runs/pl-live/"
+PL_LIVE_CKPTS = PL_LIVE + "lightning_logs/version_0/checkpoints/"
+DS_FAILED = "nlp/gpt/runs/ds-failed/"
+MG_FAILED = "nlp/gpt/runs/mg-failed/"
+PL_FAILED = "cv/resnet/runs/pl-failed/"
 UPLOAD_KEY = "scratch/shard-00042.tar"
+LIVE_LAST = "epoch=4-step=500-val_loss=0.60.ckpt"  # written empty: a save in progress
+UNFINISHED = {
+    DS_DONE + "global_step300/",
+    MG_DONE + "iter_0003000/",
+    DS_LIVE + "global_step500/",
+    MG_LIVE + "iter_0005000/",
+    PL_LIVE_CKPTS + LIVE_LAST,
+    DS_FAILED + "global_step300/",
+    MG_FAILED + "iter_0003000/",
+    PL_FAILED + "lightning_logs/version_0/checkpoints/epoch=1-step=200-val_loss=0.90.ckpt",
+}
 
 
 def s3_writer(client: Any, bucket: str) -> Writer:
@@ -64,6 +85,15 @@ def s3_writer(client: Any, bucket: str) -> Writer:
     return write
 
 
+def put(client: Any, bucket: str) -> Writer:
+    """Upload each object as it is (no padding)."""
+
+    def write(key: str, content: bytes, mtime: datetime | None) -> None:
+        client.put_object(Bucket=bucket, Key=key, Body=content)
+
+    return write
+
+
 def build_tree(w: Writer, client: Any, bucket: str) -> None:
     hf_run(w, HF_DONE, steps=tuple(range(2500, 20001, 2500)), best_step=5000)
     marker(w, HF_DONE)
@@ -76,6 +106,20 @@ def build_tree(w: Writer, client: Any, bucket: str) -> None:
     marker(w, DS_DONE)
     megatron_run(w, MG_DONE, iters=(1000, 2000, 3000), tracker=2000)
     marker(w, MG_DONE)
+    # Running, then abandoned; and failed: each with an unfinished newest save (past
+    # `latest`, past the tracker, an empty .ckpt). Not padded (`put`): nothing of theirs is
+    # archived, and their bytes must not push the +20 days plan over max_delete_fraction.
+    plain = put(client, bucket)
+    deepspeed_run(plain, DS_LIVE, steps=(100, 200, 300, 400, 500), latest=400)
+    megatron_run(plain, MG_LIVE, iters=(1000, 2000, 3000, 4000, 5000), tracker=4000, tp=1)
+    lightning_run(plain, PL_LIVE, epochs=5, last=False, empty_last_epoch=True)
+    # failed, each with an unfinished newest save too
+    deepspeed_run(plain, DS_FAILED, steps=(100, 200, 300), latest=200)
+    marker(plain, DS_FAILED, "FAILED")
+    megatron_run(plain, MG_FAILED, iters=(1000, 2000, 3000), tracker=2000, tp=1)
+    marker(plain, MG_FAILED, "FAILED")
+    lightning_run(plain, PL_FAILED, epochs=2, last=False, empty_last_epoch=True)
+    marker(plain, PL_FAILED, "FAILED")
     # logs big enough for STANDARD_IA / GLACIER_IR (128 KiB minimum billable size)
     for prefix in (DS_DONE, LOGS_ONLY):
         w(prefix + "logs/train.log", b"step 1 loss 2.0\n" * 10_000, None)
@@ -117,6 +161,10 @@ class Plan:
 
     def actions(self, key: str) -> list[dict[str, Any]]:
         return [a for a in self.doc["actions"] if self.rel(a["artifact"]["uri"]) == key]
+
+    def kept(self, key: str) -> dict[str, Any]:
+        (found,) = [k for k in self.doc["kept"] if self.rel(k["artifact"]["uri"]) == key]
+        return found
 
     def outcome(self, key: str) -> tuple[str, ...]:
         acts = tuple(a["action"] for a in self.actions(key))
@@ -165,11 +213,11 @@ def test_nothing_is_touched_inside_the_grace_period(bucket: Bucket) -> None:
         (UPLOAD_KEY, "abort_upload")
     ]
     how = {p.rel(k["artifact"]["uri"]): k for k in p.doc["kept"]}
-    assert {k for k, v in how.items() if v["how"] == "in_flight"} == {
-        DS_DONE + "global_step300/", MG_DONE + "iter_0003000/",
-    }  # fmt: skip
+    # every unfinished save, whatever its run's status, is in flight: never residue yet
+    in_flight = {k for k, v in how.items() if v["how"] == "in_flight"}
+    assert in_flight == UNFINISHED
     protected = [v for v in how.values() if v["how"] == "protected"]
-    assert len(protected) == len(how) - 2
+    assert len(protected) == len(how) - len(UNFINISHED)
     assert all("protect.min_age" in v["reason"] for v in protected)
 
 
@@ -189,6 +237,19 @@ def test_five_days_on(bucket: Bucket) -> None:
     assert (archive["action"], archive["storage_class"]) == ("archive", "DEEP_ARCHIVE")
     assert archive["dest_url"] is None
     assert {o["uri"].rsplit("/", 1)[1] for o in archive["objects"]} == {"model.safetensors"}
+    # its cost (policy.md "Costs, exactly"): one DEEP_ARCHIVE lifecycle request ($0.05 per
+    # 1,000), the 128 KiB priced at STANDARD 0.023 before, DEEP_ARCHIVE 0.00099 after (the
+    # example policy's pricing), no minimum duration to break in STANDARD
+    gib = 128 * KIB / 2**30
+    assert archive["request_cost_usd"] == pytest.approx(0.05 / 1000)
+    assert archive["monthly_cost_before_usd"] == pytest.approx(gib * 0.023)
+    assert archive["monthly_cost_after_usd"] == pytest.approx(gib * 0.00099)
+    assert archive["early_deletion_usd"] == 0
+    assert p.doc["summary"]["request_cost_usd"] == pytest.approx(0.05 / 1000)  # the only one
+    assert (
+        "archived to DEEP_ARCHIVE; 7 object(s) under 128 KiB stay where they are"
+        in (archive["reason"])
+    )
     assert p.outcome(ck.format(10000)) == ("delete",)
     # running HF run: thinned by the tiers only
     assert p.outcome(HF_LIVE + "checkpoint-1000/") == ("delete",)
@@ -214,6 +275,42 @@ def test_five_days_on(bucket: Bucket) -> None:
     for name in ("epoch=1-step=200-val_loss=0.90.ckpt", "epoch=2-step=300-val_loss=0.80.ckpt",
                  "last.ckpt"):  # fmt: skip
         assert p.outcome(ckpts + name) == ("kept", "whole")
+    # running DeepSpeed, Megatron and Lightning runs: thinned by the tiers only, the newest 3
+    # complete kept whole; the unfinished save, now past the grace period, is residue, but
+    # of a running run: protected (protect.run_status), not expired by `residue` (above)
+    for prefix, units in (
+        (DS_LIVE, [f"global_step{s}/" for s in (100, 200, 300, 400, 500)]),
+        (MG_LIVE, [f"iter_{i:07d}/" for i in (1000, 2000, 3000, 4000, 5000)]),
+        (PL_LIVE_CKPTS, [f"epoch={e}-step={(e + 1) * 100}-val_loss={1.0 - e / 10:.2f}.ckpt"
+                         for e in range(5)]),
+    ):  # fmt: skip
+        oldest, *newest3, unfinished = (prefix + u for u in units)
+        (d,) = p.actions(oldest)
+        assert (d["rule"], d["tier"], d["action"]) == ("checkpoints", None, "delete")
+        for key in newest3:
+            assert p.outcome(key) == ("kept", "whole"), key
+        assert p.outcome(unfinished) == ("kept", "protected"), unfinished
+        run = prefix.split("/")[3]
+        assert f"run {run} is running (protect.run_status" in p.kept(unfinished)["reason"]
+        assert {a["rule"] for a in p.doc["actions"] if prefix in a["artifact"]["uri"]} == {
+            "checkpoints"
+        }
+    # failed runs, 5 days on: `failed-runs` owns every artifact (their residue too) and
+    # keeps it until 14 days after the run's last write
+    for prefix in (DS_FAILED, MG_FAILED, PL_FAILED):
+        run = prefix.split("/")[3]
+        assert not [a for a in p.doc["actions"] if prefix in a["artifact"]["uri"]]
+        held = [k for k in p.doc["kept"] if prefix in k["artifact"]["uri"]]
+        assert held
+        for k in held:
+            assert (k["rule"], k["how"]) == ("failed-runs", "rule_keeps")
+            assert k["reason"] == (
+                f"not expired yet: run {run} (failed) last written 5 days ago, "
+                "rule failed-runs expires after 14d"
+            )
+        assert not {k for k in UNFINISHED if k.startswith(prefix)} & {
+            p.rel(k["artifact"]["uri"]) for k in held
+        }  # residue is not on the kept list (see summary.left): it is just not acted on
     # logs are 5 days old: no transition due yet; S3 has storage classes, so no notes
     assert not [a for a in p.doc["actions"] if a["action"] == "transition"]
     assert p.doc["notes"] == []
@@ -228,6 +325,24 @@ def test_twenty_days_on_expires_dead_runs_and_moves_logs_to_ia(bucket: Bucket) -
         HF_FAILED + "checkpoint-2000/",
         HF_FAILED + "FAILED",
     } <= expired
+    # the unmarked runs are abandoned now (20d > abandoned_after 7d) and expired (> 14d):
+    # everything under them goes, unfinished saves included; so do the failed runs
+    for prefix, status in (
+        (DS_LIVE, "abandoned"), (MG_LIVE, "abandoned"), (PL_LIVE, "abandoned"),
+        (DS_FAILED, "failed"), (MG_FAILED, "failed"), (PL_FAILED, "failed"),
+    ):  # fmt: skip
+        run = prefix.split("/")[3]
+        acts = [a for a in p.doc["actions"] if prefix in a["artifact"]["uri"]]
+        assert {(a["rule"], a["action"], a["reason"]) for a in acts} == {
+            (
+                "failed-runs",
+                "delete",
+                f"expired: run {run} ({status}) last written 20 days ago, "
+                "rule failed-runs expires after 14d",
+            )
+        }
+        assert not [k for k in p.doc["kept"] if prefix in k["artifact"]["uri"]]
+    assert {k for k in UNFINISHED if "-live/" in k or "-failed/" in k} <= expired
     moved = {
         p.rel(a["artifact"]["uri"]): a for a in p.doc["actions"] if a["action"] == "transition"
     }

@@ -148,6 +148,29 @@ def test_objects_outside_runs_grouped_by_top_level_folder() -> None:
     )
 
 
+def test_checkpoint_folders_at_the_root_are_one_group() -> None:
+    """A root that is one run's output folder: its checkpoints are one group, as a run's
+    are, so tiers see them all (each used to be a group of its own, never thinned)."""
+    t = b.MemoryTree()
+    b.hf_run(t, "", steps=(1000, 2000, 3000))
+    b.deepspeed_run(t, "", steps=(100, 200))
+    b.datasets(t, "data")
+    t("README.md", b"x", b.T0)
+    gs = [g for g in groups(t) if g.run is None]
+    by_top = [sorted({a.key.split("/")[0] for a in g.artifacts}) for g in gs]
+    units = [top for top in by_top if "checkpoint-1000" in top]
+    assert units == [
+        ["checkpoint-1000", "checkpoint-2000", "checkpoint-3000", "global_step100",
+         "global_step200"]
+    ]  # fmt: skip
+    assert ["data"] in by_top  # a top-level folder that is no checkpoint: a group of its own
+    [root_group] = [
+        g for g in gs if "checkpoint-1000" in {a.key.split("/")[0] for a in g.artifacts}
+    ]
+    steps = sorted(a.step for a in root_group.artifacts if a.kind is Kind.CHECKPOINT)
+    assert steps == [100, 200, 1000, 2000, 3000]
+
+
 def test_mixed_layouts_in_one_root() -> None:
     t = b.MemoryTree()
     b.hf_run(t, "exp/hf/output")
