@@ -11,6 +11,7 @@ the same bytes twice, or escape the root.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import shutil
 import stat
@@ -383,7 +384,12 @@ class FsspecStore:
         source, target = self._path(key), dest._path(dest_key)
         if self._local:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            temporary = _temporary_name(target)
+            # One temporary name per target: a copy killed between link and rename (a
+            # SIGKILLed apply) leaves it behind, and the next copy to the target, as a
+            # resumed apply makes, clears it instead of leaving a stray file for good.
+            temporary = _temporary_name(target, stable=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
             try:
                 try:
                     # Same filesystem: a hard link is a server-side copy that costs no space
@@ -442,9 +448,12 @@ class FsspecStore:
         return KeyResult(key, False, error=f"multipart uploads do not exist on {self._protocol}")
 
 
-def _temporary_name(path: str) -> str:
+def _temporary_name(path: str, stable: bool = False) -> str:
+    """A hidden name beside `path` to write it under before renaming it into place;
+    `stable`: the same one for every write of `path` (for writers that hold a lock)."""
     directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.govern-{uuid.uuid4().hex[:12]}.tmp")
+    tag = "" if stable else "-" + uuid.uuid4().hex[:12]
+    return os.path.join(directory, f".{name}.govern{tag}.tmp")
 
 
 def _info_time(info: Mapping[str, Any]) -> datetime | None:

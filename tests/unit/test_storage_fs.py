@@ -322,6 +322,19 @@ def test_copy_within_local_creates_parents_and_keeps_mtime(tree: Path, tmp_path:
     assert not [p for p in copied.parent.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_copy_clears_what_a_killed_copy_to_its_target_left(tree: Path, tmp_path: Path) -> None:
+    """A copy killed between its link and its rename (a SIGKILLed apply) leaves its
+    temporary file; the next copy to the same target (the resumed apply's) removes it."""
+    source = open_store(str(tree))
+    dest = open_store(str(tmp_path / "q"))
+    folder = tmp_path / "q" / "deep"
+    folder.mkdir(parents=True)
+    (folder / ".opt.pt.govern.tmp").write_bytes(b"half")  # what the killed copy left
+    assert source.copy("run 1/ckpt-100/optimizer.pt", dest, "deep/opt.pt").ok
+    assert sorted(p.name for p in folder.iterdir()) == ["opt.pt"]
+    assert (folder / "opt.pt").read_bytes() == b"o" * 20
+
+
 def test_copy_refuses_storage_class_and_reports_missing(tree: Path) -> None:
     store = open_store(str(tree))
     refused = store.copy("a.txt", store, "b.txt", storage_class="GLACIER")
