@@ -87,7 +87,8 @@ def _judge(art: Artifact, options: ClassifyOptions) -> None:
             empty = o.key
         if partial is None and o.key.endswith(TMP_SUFFIXES):
             partial = o.key
-    if empty is not None:
+    if empty is not None and not (empty == art.key and not art.complete):
+        # (a one-file unit its detector found empty already says so)
         problems.append(f"zero-byte weight file {empty}")
     if partial is not None:
         problems.append(f"partial file {partial}")
