@@ -90,7 +90,8 @@ def _protected_now(
     concurrency: int,
 ) -> dict[tuple[str, str], str]:
     """(root URL, key) -> why, for each object of the actions that carries a protected
-    tag now, or whose tags cannot be read (what is not known is not acted on)."""
+    tag now (a skip for good, as a lock), or whose tags cannot be read now (what is not
+    known is not acted on; a later apply may try again)."""
     if not protected:
         return {}
     wanted = [
@@ -107,7 +108,7 @@ def _protected_now(
         except KeyNotFoundError:
             return None  # vanished: the precondition check says so
         except GovernanceError as exc:
-            return f"tags of {key} cannot be read ({exc}): not acted on"
+            return f"{_UNREADABLE}{key} cannot be read ({exc}): not acted on"
         for name, value in sorted(protected.items()):
             if tags_match({name: value}, tags):
                 return f"protected: {key} has protected tag {name}={tags[name]} now"
@@ -116,6 +117,10 @@ def _protected_now(
     with ThreadPoolExecutor(max(1, min(concurrency, len(wanted) or 1))) as pool:
         answers = list(pool.map(why, wanted))
     return {item: reason for item, reason in zip(wanted, answers, strict=True) if reason}
+
+
+_UNREADABLE = "tags of "
+"""How the reason for an object whose tags could not be read starts (not a skip for good)."""
 
 
 def _current_states(
@@ -324,7 +329,7 @@ def _check_one(
             continue
         lock = _lock_reason(obj.key, state, now) or (tagged or {}).get((root, obj.key))
         if lock is not None:
-            check.skip, check.final = lock, True
+            check.skip, check.final = lock, not lock.startswith(_UNREADABLE)
             return check
         if target_class is not None and (state.storage_class, state.size) == (
             target_class,
