@@ -24,18 +24,24 @@ def _key_order(engine: Engine) -> Any:
     return _O.key.collate("C") if engine.dialect.name == "postgresql" else _O.key
 
 
+_OBJECT_COLUMNS = (
+    _O.id,
+    _O.key,
+    _O.size,
+    _O.last_modified,
+    _O.etag,
+    _O.storage_class,
+    _O.version_id,
+    _O.upload_id,
+    _O.tags,
+)
+"""A `CatalogObject`'s columns, in its fields' order (its lock state comes apart)."""
+
+
 def _objects_select(engine: Engine, root_id: int) -> Any:
     return (
         select(
-            _O.id,
-            _O.key,
-            _O.size,
-            _O.last_modified,
-            _O.etag,
-            _O.storage_class,
-            _O.version_id,
-            _O.upload_id,
-            _O.tags,
+            *_OBJECT_COLUMNS,
             _O.lock_read,
             _O.lock_mode,
             _O.lock_retain_until_us,
@@ -134,17 +140,7 @@ def _sqlite_select(root_id: int, tags: bool, lock: bool) -> Any:
         _O.lock_read == true(),
         or_(_O.legal_hold == true(), _O.lock_retain_until_us.is_not(None)),
     )
-    columns = [
-        _O.id,
-        _O.key,
-        _O.size,
-        _O.last_modified,
-        _O.etag,
-        _O.storage_class,
-        _O.version_id,
-        _O.upload_id,
-        _O.tags,
-    ]
+    columns = list(_OBJECT_COLUMNS)
     if tags or lock:
         columns.append(_attributes_column(locked if lock else false(), unread_tags, unread_lock))
     return (

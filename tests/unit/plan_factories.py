@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -43,6 +44,17 @@ def policy(body: str, *, storage: str = ROOT) -> Policy:
     """A policy from a YAML fragment (rules, protect, ...); `version` and `storage` added."""
     head = f"version: 1\nstorage:\n  - name: main\n    url: {storage}\n"
     return load_policy_text(head + body)
+
+
+OBJECT_ATTRIBUTES: list[dict[str, Any]] = [
+    {"legal_hold": True},
+    {"lock_mode": "GOVERNANCE", "retain_until": AS_OF + timedelta(days=1)},
+    {"lock_mode": "COMPLIANCE", "retain_until": AS_OF - timedelta(days=1)},  # lapsed
+    {"unread": "tags"},
+    {"unread": "lock"},
+    {"unread": "tags lock"},
+]
+"""An object's lock state, or what protection lacks of it, as the catalog reads them."""
 
 
 def transition_policy(kind: str, storage_class: str, rule: str = "logs") -> Policy:

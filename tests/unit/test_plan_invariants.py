@@ -25,6 +25,7 @@ from governance.policy.models import Policy
 from tests.unit.plan_factories import (
     AS_OF,
     EXAMPLE_POLICY_PATH,
+    OBJECT_ATTRIBUTES,
     ROOT,
     checkpoint,
     example_policy,
@@ -113,16 +114,6 @@ def _protected(art: Artifact) -> bool:
     )
 
 
-_ATTRIBUTES: list[dict[str, Any]] = [
-    {"legal_hold": True},
-    {"lock_mode": "GOVERNANCE", "retain_until": AS_OF + timedelta(days=1)},
-    {"lock_mode": "COMPLIANCE", "retain_until": AS_OF - timedelta(days=1)},  # lapsed
-    {"unread": "tags"},
-    {"unread": "lock"},
-    {"unread": "tags lock"},
-]
-
-
 @st.composite
 def attributed_groups(draw: st.DrawFn) -> list[Group]:
     """`root_groups`, with some objects locked, under legal hold, or with their tags or
@@ -134,7 +125,7 @@ def attributed_groups(draw: st.DrawFn) -> list[Group]:
                 continue
             objects = list(art.objects)
             j = draw(st.integers(0, len(objects) - 1))
-            objects[j] = dataclasses.replace(objects[j], **draw(st.sampled_from(_ATTRIBUTES)))
+            objects[j] = dataclasses.replace(objects[j], **draw(st.sampled_from(OBJECT_ATTRIBUTES)))
             g.artifacts[i] = dataclasses.replace(art, objects=objects)
     return groups
 

@@ -44,6 +44,7 @@ from governance.plan.types import (
 from governance.policy.models import Protect, Tier
 from tests.unit.plan_factories import (
     AS_OF,
+    OBJECT_ATTRIBUTES,
     ROOT,
     checkpoints_of,
     example_policy,
@@ -131,19 +132,7 @@ _MEMBER_KEYS = st.sampled_from(["", "", "", "releases/v2/", "runs/b/"])
 """What a member's key starts with instead of its artifact's (mostly: nothing else)."""
 
 
-_LOCKS = st.sampled_from(
-    [
-        {},
-        {},
-        {},
-        {"legal_hold": True},
-        {"lock_mode": "GOVERNANCE", "retain_until": AS_OF + timedelta(days=1)},
-        {"lock_mode": "COMPLIANCE", "retain_until": AS_OF - timedelta(days=1)},  # lapsed
-        {"unread": "tags"},
-        {"unread": "lock"},
-        {"unread": "tags lock"},
-    ]
-)
+_LOCKS = st.sampled_from([{}, {}, {}, *OBJECT_ATTRIBUTES])
 """An object's lock state and what protection lacks of it (mostly: nothing)."""
 
 
