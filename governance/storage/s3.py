@@ -8,6 +8,7 @@ Retries of throttling and connection errors live in botocore's `standard` mode o
 from __future__ import annotations
 
 import builtins
+import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -114,6 +115,7 @@ class S3Store:
         self._list_page_size = list_page_size
         self._split_after_pages = split_after_pages
         self._versioning: bool | None = None
+        self._list_versions: bool | None = None
         self._versioning_lock = threading.Lock()
         transfer_threads = 8
         self._transfer = TransferConfig(
@@ -180,7 +182,32 @@ class S3Store:
             translate=self._translate,
             page_size=self._list_page_size,
             split_after_pages=self._split_after_pages,
+            versions=self._lists_versions(),
         )
+
+    def _lists_versions(self) -> bool:
+        """Whether listings read each key's current version with its id (a plan's
+        preconditions then name the version it saw): on a bucket with versioning, when
+        ListObjectVersions is allowed (s3:ListBucketVersions). Asked once."""
+        if self._list_versions is None:
+            allowed = self.versioning_enabled()
+            if allowed:
+                try:
+                    self._client.list_object_versions(
+                        Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1
+                    )
+                except Exception as exc:
+                    coded = client_error_code(exc)
+                    if coded is None or coded[0] not in ("AccessDenied", "403"):
+                        raise translate(self.url, exc) from exc
+                    logging.getLogger(__name__).warning(
+                        "%s: versioned, but listing versions is denied "
+                        "(s3:ListBucketVersions): objects are listed without version ids",
+                        self.url,
+                    )
+                    allowed = False
+            self._list_versions = allowed
+        return self._list_versions
 
     def _translate(self, exc: Exception) -> Exception:
         return exc if isinstance(exc, StorageError) else translate(self.url, exc)

@@ -130,6 +130,44 @@ def test_versioned_mode_deletes_and_restores_by_marker(
     assert not versions.get("DeleteMarkers")
 
 
+def test_on_a_versioned_bucket_a_plan_names_versions_and_a_new_one_is_stale(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """The scan lists versions on a versioned bucket, so each planned object names the
+    version it saw; the same bytes uploaded again (same ETag, a new version) make its
+    action stale, and nothing of it is removed."""
+    s3_client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    upload_tree(s3_bucket)
+    setup = make_setup(
+        tmp_path, moto_server, s3_bucket, NO_APPROVAL + "apply: {delete_mode: versioned}\n"
+    )
+    doc = setup.plan()
+    objects = {
+        a["artifact"]["uri"]: [o["uri"].split(s3_bucket + "/", 1)[1] for o in a["objects"]]
+        for a in doc["actions"]
+        if a["action"] == "delete"
+    }
+    versions = {
+        o["uri"].split(s3_bucket + "/", 1)[1]: o.get("version_id")
+        for a in doc["actions"]
+        for o in a["objects"]
+    }
+    assert versions
+    assert all(versions.values())
+    artifact, keys = next(iter(sorted(objects.items())))
+    key = keys[0]
+    assert versions[key] == s3_client.head_object(Bucket=s3_bucket, Key=key)["VersionId"]
+    body = s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+    s3_client.put_object(Bucket=s3_bucket, Key=key, Body=body)  # same ETag, a new version
+    report = json.loads(setup.apply(doc["plan_id"], code=3).stdout)  # 3: some were stale
+    by_uri = {r["artifact_uri"]: r for r in report["results"]}
+    stale = by_uri.pop(artifact)
+    assert stale["outcome"] == "skipped"
+    assert f"{key} was re-uploaded (version differs)" in stale["reason"]
+    assert {r["outcome"] for r in by_uri.values()} == {"ok"}
+    assert all(k in live(s3_bucket) for k in keys)
+
+
 def test_versioned_mode_is_refused_on_an_unversioned_bucket(
     tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
 ) -> None:

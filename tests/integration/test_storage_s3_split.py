@@ -195,3 +195,46 @@ def test_every_key_is_listed_exactly_once(
         if k.startswith(prefix) and k != prefix and not k[len(prefix) :].startswith(tuple(excludes))
     )
     assert Counter(listed_keys(store, excludes)) == expected
+
+
+def test_a_versioned_bucket_lists_each_current_version_once_with_its_id(
+    moto_server: str, s3_client: Any, s3_bucket: str, put_many: Any
+) -> None:
+    """On a bucket with versioning the listing reads versions (ListObjectVersions): each
+    key's current version, with its version id (a plan's precondition), once, page after
+    page (one flat pass: no range split or jump, which would need a marker that is not a
+    key); keys whose current version is a delete marker are gone, excluded ones too."""
+    s3_client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    keys = [
+        f"run-{r}/step-{s}/shard-{i:02d}" for r in range(4) for s in range(3) for i in range(12)
+    ]
+    put_many(s3_bucket, keys, b"v1")
+    rewritten = keys[::5]  # a second version of some: still one key each
+    put_many(s3_bucket, rewritten, b"v2")
+    deleted = keys[3::7]  # a delete marker on top: not live
+    for key in deleted:
+        s3_client.delete_object(Bucket=s3_bucket, Key=key)
+    store = S3Store(
+        f"s3://{s3_bucket}",
+        endpoint_url=moto_server,
+        concurrency=4,
+        list_page_size=25,
+        split_after_pages=2,
+    )
+    requests = []
+    store._client.meta.events.register(
+        "before-parameter-build.s3.ListObjectVersions",
+        lambda params, **_: requests.append(dict(params)),
+    )
+    plain = listing_requests(store)  # ListObjectsV2: the split-point look-ups
+    listed = list(store.list(["run-3/step-2/"]))
+    assert len(requests) > 2  # (a probe, then several pages)
+    assert plain == []  # no split
+    live = [k for k in keys if k not in set(deleted) and not k.startswith("run-3/step-2/")]
+    assert Counter(o.key for o in listed) == Counter(live)  # each once, deleted ones gone
+    current = {k: s3_client.head_object(Bucket=s3_bucket, Key=k)["VersionId"] for k in live[::9]}
+    by_key = {o.key: o for o in listed}
+    assert {k: by_key[k].version_id for k in current} == current
+    assert all(o.version_id for o in listed)
+    rows = {row[0]: row[6] for row in store.list_rows()}  # the scanner's staging rows
+    assert {k: rows[k] for k in current} == current
