@@ -396,9 +396,8 @@ def refresh_object_attributes(
     Only S3 roots have tags and locks; a filesystem root needs nothing. `tags`: whether
     the policy uses tags anywhere. The bucket's Object Lock configuration is asked once
     per plan when the root's store is at hand (the plan scanned it), else taken from the
-    catalog (recorded by the last scan, or plan, that asked); never asked, the plan
-    warns that locks are not seen at plan time (apply checks every object's lock before
-    acting, and never bypasses one). The store is opened only when something must be
+    catalog (recorded by the last scan, or plan, that asked); not known (never asked, or
+    denied), every object's lock state is read as on a bucket with Object Lock. The store is opened only when something must be
     read. A root out of reach, or objects whose reads fail, are logged; what was not
     read stays not read, so the planner protects those objects' artifacts.
     """
@@ -430,12 +429,15 @@ def refresh_object_attributes(
             if lock != recorded:
                 record_object_lock(engine, root_id, lock)
     if lock is None:
+        # Not known (never asked, or the question denied): as if it had Object Lock, so
+        # each object's lock state is read and one that cannot be read protects its
+        # artifact (what is not known cannot be proven unlocked).
         logger.warning(
-            "%s: the bucket's Object Lock configuration is not known (no scan has read it "
-            "yet): object locks are not seen in this plan; apply checks each object's lock",
+            "%s: whether the bucket has Object Lock is not known: every object's lock "
+            "state is read, and an object whose state cannot be read is protected",
             root_url,
         )
-        lock = False
+        lock = True
     wanted = RootAttributes(tags=tags, lock=lock)
     if not (tags or lock):
         return wanted

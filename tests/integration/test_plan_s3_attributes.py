@@ -296,3 +296,25 @@ def test_a_bucket_without_object_lock_and_a_policy_without_tags_read_nothing(
     assert plan.of("logs/a.log")[0] == "delete"  # no protect.tags: tags do not matter
     assert s.rows()["logs/a.log"][:2] == (None, False)
     assert s.object_lock() is False
+
+
+def test_an_unknown_object_lock_configuration_is_read_as_locked(
+    tmp_path: Path, moto_server: str, s3_client: Any
+) -> None:
+    """A catalog scanned before Object Lock was asked (or a scan denied the question),
+    planned with --no-scan: each object's lock state is read, so a legal hold is seen."""
+    s = _setup(tmp_path, moto_server, s3_client, PLAIN_POLICY, lock=True)
+    s3_client.put_object(Bucket=s.bucket, Key="logs/held.log", Body=b"h")
+    s3_client.put_object(Bucket=s.bucket, Key="logs/free.log", Body=b"f")
+    s3_client.put_object_legal_hold(
+        Bucket=s.bucket, Key="logs/held.log", LegalHold={"Status": "ON"}
+    )
+    s.scan()
+    engine = open_engine(s.catalog)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE roots SET object_lock = NULL"))
+        conn.execute(text("UPDATE objects SET lock_read = false"))
+    engine.dispose()
+    out = s.plan(10, "--no-scan")
+    assert out.of("logs/held.log") == ("protected", "protected: legal hold on logs/held.log")
+    assert out.of("logs/free.log")[0] == "delete"
