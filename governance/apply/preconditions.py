@@ -80,7 +80,89 @@ def check_actions(
     states = _current_states(actions, stores, concurrency)
     quarantined = _quarantine_copies(actions, states, stores, pending)
     tagged = _protected_now(actions, stores, protected_tags or {}, concurrency)
-    return [_check_one(a, states, quarantined, pending, stores, now, tagged) for a in actions]
+    rest = _rest_protected(actions, stores, protected_tags or {}, now, concurrency)
+    return [
+        _check_one(a, states, quarantined, pending, stores, now, tagged, rest.get(a.id))
+        for a in actions
+    ]
+
+
+_LEAVES_PART = (ActionType.STRIP, ActionType.TRANSITION, ActionType.ARCHIVE)
+"""Actions that may act on only some of a folder artifact's objects."""
+
+
+def _rest_protected(
+    actions: Sequence[PlannedAction],
+    stores: StoreFactory,
+    protected: Mapping[str, str],
+    now: datetime,
+    concurrency: int,
+) -> dict[int, tuple[str, bool]]:
+    """action id -> (why, for good), for an action on part of a folder artifact (a strip,
+    a move of some of its files) while another of the artifact's objects now carries a
+    protected tag or a lock: protection covers the whole artifact, as at plan time, and
+    those objects are not the action's own, so they are looked up here (the artifact is
+    listed, then each other object's tags and lock state read, where they can matter)."""
+    partial = [a for a in actions if a.action in _LEAVES_PART and a.artifact.uri.endswith("/")]
+    lockable = {
+        root: _lock_enabled(stores(root)) for root in {a.artifact.root_url for a in partial}
+    }
+    partial = [a for a in partial if protected or lockable[a.artifact.root_url]]
+    out: dict[int, tuple[str, bool]] = {}
+    wanted: list[tuple[int, str, str]] = []  # (action id, root URL, key)
+    for a in partial:
+        root = a.artifact.root_url
+        prefix = a.artifact.uri[len(root) :]
+        acted = {o.key for o in a.objects}
+        try:
+            listed = [prefix + o.key for o in stores(a.artifact.uri).list() if not o.upload_id]
+        except GovernanceError as exc:
+            out[a.id] = (f"{a.artifact.uri} cannot be listed ({exc}): not acted on", False)
+            continue
+        wanted += [(a.id, root, key) for key in listed if key not in acted]
+
+    def why(item: tuple[int, str, str]) -> tuple[str, bool] | None:
+        _, root, key = item
+        store = stores(root)
+        try:
+            if lockable[root]:
+                lock = store.object_lock(key)
+                state = ObjectState(key, 0, "", now, legal_hold=lock.legal_hold,
+                                    lock_until=lock.retain_until, lock_mode=lock.mode)  # fmt: skip
+                locked = _lock_reason(key, state, now)
+                if locked is not None:
+                    return f"{locked} (an object of the artifact the action leaves)", True
+            if protected:
+                return _tag_reason(key, store.object_tags(key), protected)
+        except KeyNotFoundError:
+            return None
+        except GovernanceError as exc:
+            return f"{key} cannot be read ({exc}): not acted on", False
+        return None
+
+    with ThreadPoolExecutor(max(1, min(concurrency, len(wanted) or 1))) as pool:
+        answers = list(pool.map(why, wanted))
+    for (action_id, _, _), answer in zip(wanted, answers, strict=True):
+        if answer is not None and action_id not in out:
+            out[action_id] = answer
+    return out
+
+
+def _lock_enabled(store: Store) -> bool:
+    """Whether objects of the store's bucket may be locked (not known: they may)."""
+    try:
+        return bool(store.object_lock_enabled())
+    except GovernanceError:
+        return True
+
+
+def _tag_reason(
+    key: str, tags: Mapping[str, str], protected: Mapping[str, str]
+) -> tuple[str, bool] | None:
+    for name, value in sorted(protected.items()):
+        if tags_match({name: value}, dict(tags)):
+            return f"protected: {key} has protected tag {name}={tags[name]} now", True
+    return None
 
 
 def _protected_now(
@@ -88,7 +170,7 @@ def _protected_now(
     stores: StoreFactory,
     protected: Mapping[str, str],
     concurrency: int,
-) -> dict[tuple[str, str], str]:
+) -> dict[tuple[str, str], tuple[str, bool]]:
     """(root URL, key) -> why, for each object of the actions that carries a protected
     tag now (a skip for good, as a lock), or whose tags cannot be read now (what is not
     known is not acted on; a later apply may try again)."""
@@ -101,26 +183,19 @@ def _protected_now(
         for o in a.objects
     ]
 
-    def why(item: tuple[str, str]) -> str | None:
+    def why(item: tuple[str, str]) -> tuple[str, bool] | None:
         root, key = item
         try:
             tags = stores(root).object_tags(key)
         except KeyNotFoundError:
             return None  # vanished: the precondition check says so
         except GovernanceError as exc:
-            return f"{_UNREADABLE}{key} cannot be read ({exc}): not acted on"
-        for name, value in sorted(protected.items()):
-            if tags_match({name: value}, tags):
-                return f"protected: {key} has protected tag {name}={tags[name]} now"
-        return None
+            return f"tags of {key} cannot be read ({exc}): not acted on", False
+        return _tag_reason(key, tags, protected)
 
     with ThreadPoolExecutor(max(1, min(concurrency, len(wanted) or 1))) as pool:
         answers = list(pool.map(why, wanted))
     return {item: reason for item, reason in zip(wanted, answers, strict=True) if reason}
-
-
-_UNREADABLE = "tags of "
-"""How the reason for an object whose tags could not be read starts (not a skip for good)."""
 
 
 def _current_states(
@@ -306,7 +381,8 @@ def _check_one(
     pending: Mapping[tuple[int, str], Mapping[str, Any]],
     stores: StoreFactory,
     now: datetime,
-    tagged: Mapping[tuple[str, str], str] | None = None,
+    tagged: Mapping[tuple[str, str], tuple[str, bool]] | None = None,
+    rest: tuple[str, bool] | None = None,
 ) -> Check:
     check = Check(action)
     if action.action is ActionType.ABORT_UPLOAD:
@@ -327,9 +403,13 @@ def _check_one(
             else:
                 problems.append(f"{obj.key} vanished")
             continue
-        lock = _lock_reason(obj.key, state, now) or (tagged or {}).get((root, obj.key))
+        lock = _lock_reason(obj.key, state, now)
         if lock is not None:
-            check.skip, check.final = lock, not lock.startswith(_UNREADABLE)
+            check.skip, check.final = lock, True
+            return check
+        found = (tagged or {}).get((root, obj.key)) or rest
+        if found is not None:
+            check.skip, check.final = found
             return check
         if target_class is not None and (state.storage_class, state.size) == (
             target_class,

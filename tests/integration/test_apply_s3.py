@@ -323,3 +323,47 @@ def test_a_protected_tag_put_on_after_planning_skips_its_artifact(
     after = live(s3_bucket)
     assert after["scratch/upload.tmp"] == before["scratch/upload.tmp"]
     assert f"{RUN}checkpoint-500/optimizer.pt" not in after  # its own tag protects nothing
+
+
+def test_a_strip_is_skipped_when_the_files_it_leaves_were_protected_since(
+    tmp_path: Path, moto_server: str, s3_client: Any
+) -> None:
+    """Protection covers a whole artifact. A strip acts on some of a checkpoint's files;
+    a protected tag, or a legal hold, put since on a file it leaves (the weights) skips
+    it all the same, for good."""
+    bucket = f"locked-{datetime.now(UTC).strftime('%H%M%S%f')}"
+    s3_client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    upload_tree(bucket)
+    setup = make_setup(tmp_path, moto_server, bucket)
+    text = setup.policy.read_text()
+    setup.policy.write_text(
+        text.replace("  min_age: 1h\n", '  min_age: 1h\n  tags: {retain: "true"}\n')
+    )
+    doc = setup.plan()
+    stripped = {
+        a["artifact"]["uri"].split(bucket + "/", 1)[1]: [o["uri"] for o in a["objects"]]
+        for a in doc["actions"]
+        if a["action"] == "strip"
+    }
+    tagged, held = f"{RUN}checkpoint-1500/", f"{RUN}checkpoint-500/"
+    assert tagged in stripped
+    assert held in stripped
+    assert not any(u.endswith("model.safetensors") for u in stripped[tagged])  # left in place
+    tag = {"TagSet": [{"Key": "retain", "Value": "true"}]}
+    s3_client.put_object_tagging(Bucket=bucket, Key=tagged + "model.safetensors", Tagging=tag)
+    s3_client.put_object_legal_hold(
+        Bucket=bucket, Key=held + "model.safetensors", LegalHold={"Status": "ON"}
+    )
+    before = live(bucket)
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    by_key = {r["artifact_uri"].split(bucket + "/", 1)[1]: r for r in report["results"]}
+    assert (by_key[tagged]["outcome"], by_key[tagged]["final"]) == ("skipped", True)
+    assert by_key[tagged]["reason"] == (
+        f"protected: {tagged}model.safetensors has protected tag retain=true now"
+    )
+    assert (by_key[held]["outcome"], by_key[held]["final"]) == ("skipped", True)
+    assert by_key[held]["reason"].startswith(f"legal hold: {held}model.safetensors")
+    after = live(bucket)
+    for key, body in before.items():
+        if key.startswith((tagged, held)):
+            assert after[key] == body
