@@ -476,6 +476,36 @@ def record_object_lock(engine: Engine, root_id: int, enabled: bool | None) -> No
         conn.execute(update(roots).where(roots.c.id == root_id).values(object_lock=enabled))
 
 
+def reread_acted_tags(
+    engine: Engine,
+    root_id: int,
+    root_url: str,
+    artifact_keys: Iterable[str],
+    connection: dict[str, str] | None = None,
+    store: Store | None = None,
+) -> int:
+    """Read again the tags of the objects of the artifacts a plan acts on, on an S3 root
+    (`scan.attributes.reread_tags`), opening the store only if needed; returns how many
+    changed. What cannot be read is a warning: apply reads tags again before acting."""
+    import logging
+
+    from governance.scan.attributes import reread_tags
+
+    if not root_url.startswith("s3://"):
+        return 0
+    on_demand = _StoreOnDemand(root_url, connection or {}) if store is None else None
+    reads = reread_tags(engine, root_id, artifact_keys, store or cast(Store, on_demand))
+    if reads.failed:
+        logging.getLogger(__name__).warning(
+            "%s: the tags of %d object(s) the plan acts on could not be read again (%s); "
+            "apply reads them before acting",
+            root_url,
+            reads.failed,
+            reads.first_error,
+        )
+    return reads.tags
+
+
 class _StoreOnDemand:
     """The `Store` methods `prefetch_metadata` and `refresh_attributes` read with, opening
     the root on first use.

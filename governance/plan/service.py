@@ -128,16 +128,18 @@ def make_plan(
     """
     if as_of.tzinfo is None:
         raise ArgumentError("as_of must be timezone-aware (UTC)")
-    roots = root_snapshots(engine, policy, as_of, stores)
     created_at = datetime.now(UTC)
-    plan = build_plan(
-        roots,
-        policy,
-        as_of,
-        plan_id=new_plan_id(created_at),
-        created_by=actor,
-        created_at=created_at,
-    )
+    plan_id = new_plan_id(created_at)
+
+    def build() -> Plan:
+        roots = root_snapshots(engine, policy, as_of, stores)
+        return build_plan(
+            roots, policy, as_of, plan_id=plan_id, created_by=actor, created_at=created_at
+        )
+
+    plan = build()
+    if _acted_tags_changed(engine, policy, plan, stores):
+        plan = build()  # (once: what changed is read now, and protects what it covers)
     for attempt in range(_ID_ATTEMPTS):
         try:
             save_plan(engine, plan)
@@ -150,6 +152,39 @@ def make_plan(
         _audit_new_plan(engine, plan)
         return plan
     raise AssertionError("unreachable")
+
+
+def _acted_tags_changed(
+    engine: Engine, policy: Policy, plan: Plan, stores: Mapping[str, Store] | None
+) -> bool:
+    """Whether the tags of an object of an artifact the plan acts on differ now from the
+    catalog's (which then holds the new ones). S3 keeps an object's ETag, LastModified and
+    version when its tags change, so tags read for an earlier plan can be stale: under a
+    policy that uses tags, those of the acted-on artifacts are read again (invariant 2)."""
+    from governance.catalog.derived import reread_acted_tags
+    from governance.plan.types import ActionType
+
+    if not uses_tags(policy) or not plan.actions:
+        return False
+    changed = 0
+    for entry in policy.storage:
+        url = normalize_url(entry.url)
+        keys = {
+            a.artifact.uri[len(url) :]
+            for a in plan.actions
+            if a.artifact.root_url == url and a.action is not ActionType.ABORT_UPLOAD
+        }
+        root = find_root(engine, url) if keys and url.startswith("s3://") else None
+        if root is None or root.id is None:
+            continue
+        connection = {
+            "endpoint_url": entry.endpoint_url,
+            "profile": entry.profile,
+            "region": entry.region,
+        }
+        reach = {k: v for k, v in connection.items() if v}
+        changed += reread_acted_tags(engine, root.id, url, keys, reach, (stores or {}).get(url))
+    return changed > 0
 
 
 def _audit_new_plan(engine: Engine, plan: Plan) -> None:

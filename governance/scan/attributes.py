@@ -16,6 +16,7 @@ next plan tries again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
@@ -193,3 +194,70 @@ def refresh_attributes(
     if not failed:
         _mark_read(engine, root_id, scan_id, tags, lock)
     return AttributeReads(len(tag_rows), len(lock_rows), failed, first_error)
+
+
+def reread_tags(
+    engine: Engine,
+    root_id: int,
+    artifact_keys: Iterable[str],
+    store: Store,
+    *,
+    concurrency: int = 16,
+) -> AttributeReads:
+    """Read again the tags of every live object of the given artifacts (a folder's key
+    covers the objects under it) and write back those that differ (`tags`: how many;
+    `failed`: reads that failed, with the first error).
+
+    S3 keeps an object's ETag, LastModified and version when its tags change, so the
+    catalog's tags (read once per object version) can be stale: a plan re-reads those of
+    the artifacts it acts on before it is saved (`plan.service.make_plan`). A read that
+    fails leaves the tags as they were (apply reads them again before acting).
+    """
+    keys = set(artifact_keys)
+    if not keys:
+        return AttributeReads()
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(_O.id, _O.key, _O.changed_scan_id, _O.tags).where(
+                _O.root_id == root_id, _O.gone_scan_id.is_(None), _O.upload_id == ""
+            )
+        ).all()
+    wanted = [r for r in rows if _covered(r[1], keys)]
+
+    errors: list[str] = []
+
+    def read(row: Any) -> dict[str, str] | None:
+        try:
+            return store.object_tags(row[1])
+        except Exception as exc:  # left as it was; apply reads it again
+            errors.append(str(exc) or type(exc).__name__)
+            return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(wanted) or 1))) as pool:
+        found = list(pool.map(read, wanted))
+    changed = [
+        {"oid": oid, "changed": scan, "new_tags": now}
+        for (oid, _key, scan, before), now in zip(wanted, found, strict=True)
+        if now is not None and (before is None or now != before)
+    ]
+    if changed:
+        unchanged = and_(_O.id == bindparam("oid"), _O.changed_scan_id == bindparam("changed"))
+        with engine.begin() as conn:
+            stmt = update(_T).where(unchanged).values(tags=bindparam("new_tags"))
+            for start in range(0, len(changed), CHUNK):
+                conn.execute(stmt, changed[start : start + CHUNK])
+    return AttributeReads(
+        tags=len(changed), failed=len(errors), first_error=next(iter(errors), None)
+    )
+
+
+def _covered(key: str, artifact_keys: set[str]) -> bool:
+    """Whether `key` is one of `artifact_keys`, or under one of them that is a folder."""
+    if key in artifact_keys:
+        return True
+    i = key.find("/")
+    while i != -1:
+        if key[: i + 1] in artifact_keys:
+            return True
+        i = key.find("/", i + 1)
+    return False

@@ -318,3 +318,25 @@ def test_an_unknown_object_lock_configuration_is_read_as_locked(
     out = s.plan(10, "--no-scan")
     assert out.of("logs/held.log") == ("protected", "protected: legal hold on logs/held.log")
     assert out.of("logs/free.log")[0] == "delete"
+
+
+def test_a_tag_put_on_an_unchanged_object_is_seen_by_the_next_plan(
+    tmp_path: Path, moto_server: str, s3_client: Any
+) -> None:
+    """S3 keeps an object's ETag, LastModified and version when its tags change, so no
+    scan sees it: a plan reads again the tags of what it would act on before it is saved
+    (invariant 2), and whatever is protected now is not in it."""
+    s = _setup(tmp_path, moto_server, s3_client, TAG_POLICY)
+    s3_client.put_object(Bucket=s.bucket, Key="logs/a.log", Body=b"a")
+    s3_client.put_object(Bucket=s.bucket, Key="logs/b.log", Body=b"b")
+    first = s.plan()
+    assert first.of("logs/a.log")[0] == "delete"
+    tag = {"TagSet": [{"Key": "retain", "Value": "true"}]}
+    s3_client.put_object_tagging(Bucket=s.bucket, Key="logs/a.log", Tagging=tag)
+    second = s.plan()
+    assert second.of("logs/a.log") == (
+        "protected",
+        "protected: object logs/a.log has protected tag retain=true",
+    )
+    assert second.of("logs/b.log")[0] == "delete"
+    assert s.rows()["logs/a.log"][0] == {"retain": "true"}

@@ -248,3 +248,17 @@ def test_refresh_attributes_writes_back_in_bulk_and_a_filesystem_root_needs_noth
         scanned.scan_id,
     )
     engine.dispose()
+
+
+def test_the_objects_of_acted_on_artifacts_are_those_under_their_folders() -> None:
+    """`reread_tags` reads again the tags of every object of an artifact a plan acts on:
+    a file artifact's own key, and everything under a folder artifact's key."""
+    from governance.scan.attributes import _covered
+
+    acted = {"runs/a/checkpoint-500/", "logs/a.log"}
+    assert _covered("runs/a/checkpoint-500/model.safetensors", acted)  # a file a strip leaves
+    assert _covered("runs/a/checkpoint-500/sub/optimizer.pt", acted)
+    assert _covered("logs/a.log", acted)
+    assert not _covered("logs/a.log.1", acted)
+    assert not _covered("runs/a/checkpoint-5000/model.safetensors", acted)
+    assert not _covered("runs/a/", acted)
