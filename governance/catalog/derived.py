@@ -397,9 +397,10 @@ def refresh_object_attributes(
     the policy uses tags anywhere. The bucket's Object Lock configuration is asked once
     per plan when the root's store is at hand (the plan scanned it), else taken from the
     catalog (recorded by the last scan, or plan, that asked); not known (never asked, or
-    denied), every object's lock state is read as on a bucket with Object Lock. The store is opened only when something must be
-    read. A root out of reach, or objects whose reads fail, are logged; what was not
-    read stays not read, so the planner protects those objects' artifacts.
+    denied), every object's lock state is read as on a bucket with Object Lock. The
+    store is opened only when something must be read. A root out of reach, or objects
+    whose reads fail, are logged; what was not read stays not read, so the planner
+    protects those objects' artifacts.
     """
     import logging
 

@@ -28,7 +28,7 @@ from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError
 from governance.model.types import Group
 from governance.plan.build import RootSnapshot, build_plan
-from governance.storage import normalize_url
+from governance.scan.targets import resolve_roots
 
 if TYPE_CHECKING:
     from governance.plan.explain import Explanation
@@ -54,8 +54,8 @@ def root_snapshots(
     options = policy.classify_options(as_of)
     tags = uses_tags(policy)
     snapshots = []
-    for entry in policy.storage:
-        url = normalize_url(entry.url)
+    for spec in resolve_roots(policy, ()):
+        url = spec.url
         root = find_root(engine, url)
         scan = last_complete_scan(engine, root.id) if root is not None and root.id else None
         if root is None or root.id is None or scan is None or scan.id is None:
@@ -67,12 +67,7 @@ def root_snapshots(
         store = (stores or {}).get(url)
         # Read the metadata files the cache lacks, in parallel, first (a read, never a
         # change; a root out of reach is planned from the cache and a warning says so).
-        connection = {
-            "endpoint_url": entry.endpoint_url,
-            "profile": entry.profile,
-            "region": entry.region,
-        }
-        reach = {k: v for k, v in connection.items() if v}
+        reach = spec.connection()
         refresh_metadata(engine, root.id, url, reach, store=store)
         # Then the tags and lock state protection needs and the catalog lacks (S3 roots:
         # tags when the policy uses them, locks when the bucket has Object Lock); what
@@ -167,8 +162,8 @@ def _acted_tags_changed(
     if not uses_tags(policy) or not plan.actions:
         return False
     changed = 0
-    for entry in policy.storage:
-        url = normalize_url(entry.url)
+    for spec in resolve_roots(policy, ()):
+        url = spec.url
         keys = {
             a.artifact.uri[len(url) :]
             for a in plan.actions
@@ -177,13 +172,9 @@ def _acted_tags_changed(
         root = find_root(engine, url) if keys and url.startswith("s3://") else None
         if root is None or root.id is None:
             continue
-        connection = {
-            "endpoint_url": entry.endpoint_url,
-            "profile": entry.profile,
-            "region": entry.region,
-        }
-        reach = {k: v for k, v in connection.items() if v}
-        changed += reread_acted_tags(engine, root.id, url, keys, reach, (stores or {}).get(url))
+        changed += reread_acted_tags(
+            engine, root.id, url, keys, spec.connection(), (stores or {}).get(url)
+        )
     return changed > 0
 
 
