@@ -82,6 +82,29 @@ def _mark_read(engine: Engine, root_id: int, scan_id: int | None, tags: bool, lo
             conn.execute(update(_RT).where(_R.id == root_id).values(**values))
 
 
+_UNCHANGED = and_(_O.id == bindparam("oid"), _O.changed_scan_id == bindparam("changed"))
+"""The row as it was when read: no scan rewrote it since (what was read is its object's)."""
+_SET_TAGS = update(_T).where(_UNCHANGED).values(tags=bindparam("new_tags"))
+_SET_LOCK = (
+    update(_T)
+    .where(_UNCHANGED)
+    .values(
+        lock_read=true(),
+        lock_mode=bindparam("mode"),
+        lock_retain_until_us=bindparam("until"),
+        legal_hold=bindparam("hold"),
+    )
+)
+
+
+def _write_back(engine: Engine, *writes: tuple[Any, list[dict[str, Any]]]) -> None:
+    """Each (statement, rows) in one transaction, CHUNK rows to an executemany."""
+    with engine.begin() as conn:
+        for stmt, rows in writes:
+            for start in range(0, len(rows), CHUNK):
+                conn.execute(stmt, rows[start : start + CHUNK])
+
+
 def refresh_attributes(
     engine: Engine,
     root_id: int,
@@ -97,7 +120,8 @@ def refresh_attributes(
     Each row is written only if no scan rewrote it meanwhile (same `changed_scan_id`):
     what was read belongs to the object as it was listed. A failed read leaves its
     object not read. When every read succeeded the root is marked read as of its last
-    complete scan, so until the next scan a plan does not even look (one query). Errors of the store's own opening (a root out of reach) propagate
+    complete scan, so until the next scan a plan does not even look (one query). Errors
+    of the store's own opening (a root out of reach) propagate
     from the first read that meets them (`catalog.derived` turns them into a warning).
     """
     if not (tags or lock):
@@ -172,22 +196,7 @@ def refresh_attributes(
                         "hold": found_lock.legal_hold,
                     }
                 )
-    unchanged = and_(_O.id == bindparam("oid"), _O.changed_scan_id == bindparam("changed"))
-    set_tags = update(_T).where(unchanged).values(tags=bindparam("new_tags"))
-    set_lock = (
-        update(_T)
-        .where(unchanged)
-        .values(
-            lock_read=true(),
-            lock_mode=bindparam("mode"),
-            lock_retain_until_us=bindparam("until"),
-            legal_hold=bindparam("hold"),
-        )
-    )
-    with engine.begin() as conn:
-        for stmt, rows in ((set_tags, tag_rows), (set_lock, lock_rows)):
-            for start in range(0, len(rows), CHUNK):
-                conn.execute(stmt, rows[start : start + CHUNK])
+    _write_back(engine, (_SET_TAGS, tag_rows), (_SET_LOCK, lock_rows))
     if failed:
         log.debug("root %s: %d attribute reads failed (first: %s)", root_id, failed, first_error)
     failed += len(wanted) - answered  # not tried after a failure of the whole root
@@ -240,12 +249,7 @@ def reread_tags(
         for (oid, _key, scan, before), now in zip(wanted, found, strict=True)
         if now is not None and (before is None or now != before)
     ]
-    if changed:
-        unchanged = and_(_O.id == bindparam("oid"), _O.changed_scan_id == bindparam("changed"))
-        with engine.begin() as conn:
-            stmt = update(_T).where(unchanged).values(tags=bindparam("new_tags"))
-            for start in range(0, len(changed), CHUNK):
-                conn.execute(stmt, changed[start : start + CHUNK])
+    _write_back(engine, (_SET_TAGS, changed))
     return AttributeReads(
         tags=len(changed), failed=len(errors), first_error=next(iter(errors), None)
     )
