@@ -293,6 +293,18 @@ def test_object_lock_and_legal_hold_skip_their_artifacts(
             assert after[key] == body
 
 
+RETAIN = {"TagSet": [{"Key": "retain", "Value": "true"}]}
+"""The tag the policy of `protect_by_tag` protects."""
+
+
+def protect_by_tag(setup: Setup) -> None:
+    """The setup's policy, protecting whatever carries the tag retain=true."""
+    text = setup.policy.read_text()
+    setup.policy.write_text(
+        text.replace("  min_age: 1h\n", '  min_age: 1h\n  tags: {retain: "true"}\n')
+    )
+
+
 def test_a_protected_tag_put_on_after_planning_skips_its_artifact(
     tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
 ) -> None:
@@ -300,15 +312,11 @@ def test_a_protected_tag_put_on_after_planning_skips_its_artifact(
     nor the plan's cached tags can see a tag put on later: apply reads them again."""
     upload_tree(s3_bucket)
     setup = make_setup(tmp_path, moto_server, s3_bucket)
-    text = setup.policy.read_text()
-    setup.policy.write_text(
-        text.replace("  min_age: 1h\n", '  min_age: 1h\n  tags: {retain: "true"}\n')
-    )
+    protect_by_tag(setup)
     doc = setup.plan()
     planned = {a["artifact"]["uri"].split(s3_bucket + "/", 1)[1] for a in doc["actions"]}
     assert "scratch/upload.tmp" in planned
-    tag = {"TagSet": [{"Key": "retain", "Value": "true"}]}
-    s3_client.put_object_tagging(Bucket=s3_bucket, Key="scratch/upload.tmp", Tagging=tag)
+    s3_client.put_object_tagging(Bucket=s3_bucket, Key="scratch/upload.tmp", Tagging=RETAIN)
     other = {"TagSet": [{"Key": "team", "Value": "nlp"}]}  # not a protected tag
     s3_client.put_object_tagging(
         Bucket=s3_bucket, Key=f"{RUN}checkpoint-500/optimizer.pt", Tagging=other
@@ -335,10 +343,7 @@ def test_a_strip_is_skipped_when_the_files_it_leaves_were_protected_since(
     s3_client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
     upload_tree(bucket)
     setup = make_setup(tmp_path, moto_server, bucket)
-    text = setup.policy.read_text()
-    setup.policy.write_text(
-        text.replace("  min_age: 1h\n", '  min_age: 1h\n  tags: {retain: "true"}\n')
-    )
+    protect_by_tag(setup)
     doc = setup.plan()
     stripped = {
         a["artifact"]["uri"].split(bucket + "/", 1)[1]: [o["uri"] for o in a["objects"]]
@@ -349,8 +354,7 @@ def test_a_strip_is_skipped_when_the_files_it_leaves_were_protected_since(
     assert tagged in stripped
     assert held in stripped
     assert not any(u.endswith("model.safetensors") for u in stripped[tagged])  # left in place
-    tag = {"TagSet": [{"Key": "retain", "Value": "true"}]}
-    s3_client.put_object_tagging(Bucket=bucket, Key=tagged + "model.safetensors", Tagging=tag)
+    s3_client.put_object_tagging(Bucket=bucket, Key=tagged + "model.safetensors", Tagging=RETAIN)
     s3_client.put_object_legal_hold(
         Bucket=bucket, Key=held + "model.safetensors", LegalHold={"Status": "ON"}
     )
