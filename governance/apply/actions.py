@@ -60,6 +60,7 @@ class StartedBatch:
     errors: dict[int, str]  # action id -> first failure so far
     removal: list[Check]  # the checks whose objects are removed
     items: list[Item]  # their objects, in order
+    copied: list[journal.CopiedInPlace] = field(default_factory=list)  # recorded on commit
 
 
 @dataclass
@@ -97,7 +98,7 @@ class ActionRunner:
         errors: dict[int, str] = {}  # action id -> first failure
         runnable = [c for c in checks if c.skip is None]
         self._archive_copies(runnable, errors)
-        self._in_place(runnable, errors)
+        copied = self._in_place(runnable, errors)
         self._aborts(runnable, errors)
         removal = [c for c in runnable if removes_objects(c.action) and c.action.id not in errors]
         items: list[Item] = []
@@ -113,7 +114,7 @@ class ActionRunner:
                     rows.append(self._pending_row(c.action, item, o.etag))
         with engine.begin() as conn:
             journal.insert_pending(conn, rows)
-        return StartedBatch(checks, pending, errors, removal, items)
+        return StartedBatch(checks, pending, errors, removal, items, copied)
 
     def remove(self, batch: StartedBatch) -> Mapping[tuple[int, str], KeyResult]:
         """The batch's removals (storage only: safe in a thread of its own)."""
@@ -147,7 +148,8 @@ class ActionRunner:
             delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
         removed += self._recovered(batch.removal, batch.pending)
         outcomes = [self._outcome(c, errors) for c in batch.checks]
-        self._commit(engine, outcomes, [c.action.id for c in batch.removal], removed, not_removed)
+        removal_ids = [c.action.id for c in batch.removal]
+        self._commit(engine, outcomes, removal_ids, removed, not_removed, batch.copied)
         return outcomes
 
     # -- steps -----------------------------------------------------------------------
@@ -164,16 +166,34 @@ class ActionRunner:
                     items.append((a.id, a.artifact.root_url, o.key, dest, dest_key))
         _collect(copy_to(items, self.stores, self.concurrency), errors, "archive copy")
 
-    def _in_place(self, checks: Sequence[Check], errors: dict[int, str]) -> None:
+    def _in_place(
+        self, checks: Sequence[Check], errors: dict[int, str]
+    ) -> list[journal.CopiedInPlace]:
+        """Copy the storage-class changes' objects onto themselves; returns what each
+        successful copy made, as the store answered (to record in the catalog)."""
         classes = {c.action.id: in_place_class(c.action) for c in checks}
         targets = {k: v for k, v in classes.items() if v}
-        items = [
-            (c.action.id, c.action.artifact.root_url, o.key, o.size)
-            for c in checks
-            if c.action.id in targets
-            for o in c.todo
-        ]
-        _collect(copy_in_place(items, targets, self.stores, self.concurrency), errors, "copy")
+        todo = [(c, o) for c in checks if c.action.id in targets for o in c.todo]
+        items = [(c.action.id, c.action.artifact.root_url, o.key, o.size) for c, o in todo]
+        results = copy_in_place(items, targets, self.stores, self.concurrency)
+        _collect(results, errors, "copy")
+        copied = []
+        for c, o in todo:
+            r = results[(c.action.id, o.key)]
+            if r.ok and r.etag is not None and r.last_modified is not None:
+                copied.append(
+                    journal.CopiedInPlace(
+                        c.action.artifact.root_url,
+                        o.key,
+                        o.size,
+                        o.etag,
+                        r.etag,
+                        r.last_modified,
+                        r.version_id,
+                        targets[c.action.id],
+                    )
+                )
+        return copied
 
     def _aborts(self, checks: Sequence[Check], errors: dict[int, str]) -> None:
         for c in checks:
@@ -215,8 +235,10 @@ class ActionRunner:
         removal_ids: Sequence[int],
         removed: Sequence[tuple[int, str, str | None]],
         not_removed: Sequence[tuple[int, str]],
+        copied: Sequence[journal.CopiedInPlace] = (),
     ) -> None:
-        """One transaction: the removal journal, the results and their audit event.
+        """One transaction: the removal journal, the copies in place made (into the
+        catalog's object rows), the results and their audit event.
 
         Rows of objects not removed are dropped first; those with a delete-marker version
         get it row by row; then every remaining pending row of the batch's removal actions
@@ -238,6 +260,7 @@ class ActionRunner:
             journal.mark_actions_removed(
                 conn, self.plan_id, removal_ids, execution_id=run, now=now, purge_after=purge_after
             )
+            journal.record_copies_in_place(conn, copied)
             journal.write_results(
                 conn, journal.result_rows(self.execution_id, self.plan_id, outcomes, now)
             )

@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +34,7 @@ from governance.catalog.execution_tables import (
     RemovedObjectRow,
 )
 from governance.errors import RefusedError
+from governance.storage.base import epoch_micros
 
 E = ExecutionRow.__table__  # type: ignore[attr-defined]
 R = ActionResultRow.__table__  # type: ignore[attr-defined]
@@ -460,3 +462,50 @@ def drop_pending(conn: Connection, plan_id: str, keys: Sequence[tuple[int, str]]
         "WHERE plan_id = {p} AND action_id = {p} AND key = {p} AND state = 'pending'",
         [(plan_id, a, k) for a, k in keys],
     )
+
+
+def record_copies_in_place(conn: Connection, copies: Sequence[CopiedInPlace]) -> None:
+    """Write what a copy in place (a transition, an archive by class) made into the
+    catalog's object rows: the copy's ETag, time, version and class, with the time the
+    content was written kept in `content_modified_us` (policy ages count from it, not
+    from the copy). The next scan then lists the object as recorded and leaves the row
+    as it is; an object written again since is listed otherwise, and the scan's rewrite
+    of the row clears `content_modified_us`. Only a row still showing the object the plan
+    saw (size and ETag) is written."""
+    if not copies:
+        return
+    execute_rows(
+        conn,
+        "UPDATE objects SET content_modified_us = coalesce(content_modified_us, last_modified), "
+        "etag = {p}, last_modified = {p}, storage_class = {p}, "
+        "version_id = coalesce({p}, version_id) "
+        "WHERE root_id = (SELECT id FROM roots WHERE url = {p}) AND key = {p} "
+        "AND upload_id = '' AND gone_scan_id IS NULL AND size = {p} AND etag = {p}",
+        [
+            (
+                c.etag,
+                epoch_micros(c.last_modified),
+                c.storage_class,
+                c.version_id,
+                c.root_url,
+                c.key,
+                c.size,
+                c.old_etag,
+            )
+            for c in copies
+        ],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CopiedInPlace:
+    """One object copied onto itself into `storage_class`, as the store answered."""
+
+    root_url: str
+    key: str
+    size: int
+    old_etag: str
+    etag: str
+    last_modified: datetime
+    version_id: str | None
+    storage_class: str

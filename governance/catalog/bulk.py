@@ -154,8 +154,8 @@ def upsert_objects(
 ) -> int:
     """Write the rows of table `source` (staging columns) into `objects` as seen by this
     scan: new keys inserted, existing ones rewritten (and revived) where `only_if` holds
-    (always when empty), their tags and lock state reset to not read (the object may be
-    another one now). Returns the rows written."""
+    (always when empty), their tags and lock state reset to not read and their content
+    time to their own (the object may be another one now). Returns the rows written."""
     columns = ", ".join(STAGE_COLUMNS)
     condition = f" WHERE {only_if}" if only_if else ""
     return int(
@@ -168,9 +168,11 @@ def upsert_objects(
                 "etag = excluded.etag, last_modified = excluded.last_modified, "
                 "storage_class = excluded.storage_class, version_id = excluded.version_id, "
                 "checksum_algorithm = excluded.checksum_algorithm, changed_scan_id = :scan, "
-                # a rewritten (changed, revived) object's tags and lock state are read again
+                # a rewritten (changed, revived) object's tags and lock state are read again,
+                # and its content was written when it says (not copied by govern)
                 "gone_scan_id = NULL, tags = NULL, lock_read = false, lock_mode = NULL, "
-                f"lock_retain_until_us = NULL, legal_hold = NULL{condition}"
+                "lock_retain_until_us = NULL, legal_hold = NULL, content_modified_us = NULL"
+                f"{condition}"
             ),
             {"root": root_id, "scan": scan_id},
         ).rowcount

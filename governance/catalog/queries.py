@@ -28,14 +28,20 @@ _OBJECT_COLUMNS = (
     _O.id,
     _O.key,
     _O.size,
-    _O.last_modified,
+    # when the content was written (policy ages count from it): past govern's own copy
+    func.coalesce(_O.content_modified_us, _O.last_modified).label("written"),
     _O.etag,
     _O.storage_class,
     _O.version_id,
     _O.upload_id,
     _O.tags,
+    # the copy's own time, when govern copied the object into its class; else NULL
+    case((_O.content_modified_us.is_not(None), _O.last_modified), else_=null()).label(
+        "class_since"
+    ),
 )
-"""A `CatalogObject`'s columns, in its fields' order (its lock state comes apart)."""
+"""A `CatalogObject`'s columns, in its fields' order up to `tags`, then `class_since`
+(its lock state comes apart)."""
 
 
 def _objects_select(engine: Engine, root_id: int) -> Any:
@@ -95,7 +101,7 @@ def _attributed(
 def _objects(
     rows: Iterable[Any], tags: bool = False, lock: bool = False
 ) -> Iterator[CatalogObject]:
-    for oid, key, size, lm, etag, sc, vid, upload, tagged, lread, mode, until, hold in rows:
+    for oid, key, size, lm, etag, sc, vid, upload, tagged, since, lread, mode, until, hold in rows:
         obj = CatalogObject(
             key=key,
             size=size,
@@ -107,6 +113,8 @@ def _objects(
             tags=tagged,
             object_id=oid,
         )
+        if since is not None:
+            obj.class_since = datetime_from_us(since)
         if tags or lock:
             obj = _attributed(obj, lread, mode, until, hold, tags, lock)
         yield obj
@@ -189,7 +197,7 @@ def stream_live_objects(
     last_us: int | None = None
     last = epoch
     for rows in _sqlite_chunks(engine, _sqlite_select(root_id, tags, lock), chunk):
-        for oid, key, size, lm, etag, sc, vid, upload, tagged, attributes in rows:
+        for oid, key, size, lm, etag, sc, vid, upload, tagged, since, attributes in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
             obj = CatalogObject(
@@ -203,6 +211,8 @@ def stream_live_objects(
                 None if tagged is None else _NO_TAGS if tagged == "{}" else loads(tagged),
                 oid,
             )
+            if since is not None:
+                obj.class_since = epoch + micros(0, 0, since)
             if attributes is not None:
                 mode, until, hold, no_tags, no_lock = loads(attributes)
                 if lock and (hold or until is not None):
@@ -220,10 +230,10 @@ def _stream_plain(engine: Engine, root_id: int, chunk: int) -> Iterator[CatalogO
     last_us: int | None = None
     last = epoch
     for rows in _sqlite_chunks(engine, _sqlite_select(root_id, False, False), chunk):
-        for oid, key, size, lm, etag, sc, vid, upload, tagged in rows:
+        for oid, key, size, lm, etag, sc, vid, upload, tagged, since in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
-            yield CatalogObject(
+            obj = CatalogObject(
                 key,
                 size,
                 last,
@@ -234,6 +244,9 @@ def _stream_plain(engine: Engine, root_id: int, chunk: int) -> Iterator[CatalogO
                 None if tagged is None else _NO_TAGS if tagged == "{}" else loads(tagged),
                 oid,
             )
+            if since is not None:
+                obj.class_since = epoch + micros(0, 0, since)
+            yield obj
 
 
 def _sqlite_chunks(engine: Engine, stmt: Any, chunk: int) -> Iterator[Sequence[Any]]:

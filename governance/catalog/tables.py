@@ -126,6 +126,14 @@ class StoredObject(SQLModel, table=True):
         default=None, sa_column=Column(BigInteger(), nullable=True)
     )
     legal_hold: bool | None = None
+    # When the content was last written, where govern's own copy in place (a transition,
+    # an archive by class) gave the object a later `last_modified`: policy ages count from
+    # the content, not the copy. NULL: `last_modified` is that time. Set by apply with the
+    # copy's ETag and time, so the next scan finds the row unchanged; a scan that rewrites
+    # the row (the object was written again) clears it.
+    content_modified_us: int | None = Field(
+        default=None, sa_column=Column(BigInteger(), nullable=True)
+    )
 
 
 class MetaCache(SQLModel, table=True):

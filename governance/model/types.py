@@ -49,7 +49,11 @@ class RunStatus(StrEnum):
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class CatalogObject:
-    """One live object as the catalog holds it (key relative to its root)."""
+    """One live object as the catalog holds it (key relative to its root).
+
+    `last_modified` is when its content was written: policy ages count from it (the
+    storage's own LastModified when govern never copied the object in place).
+    """
 
     key: str
     size: int
@@ -69,6 +73,11 @@ class CatalogObject:
     # policy selects or protects by tags, the root has them), "lock" (the bucket has
     # Object Lock enabled), or "tags lock"; None: nothing missing. Unknown is protected.
     unread: str | None = None
+    # `last_modified` is when the content was written; where govern's own copy in place
+    # (a transition, an archive by class) came later, the copy's time, which is when the
+    # object entered its storage class (minimum storage durations count from it). None:
+    # `last_modified`.
+    class_since: datetime | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types

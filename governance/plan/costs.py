@@ -99,14 +99,15 @@ def monthly_usd(objects: Iterable[ObjectRef], policy: Policy, target: str | None
 def early_charge_usd(obj: ObjectRef, policy: Policy, as_of: datetime) -> float:
     """What leaving the object's class now costs: the remaining minimum days at its price.
 
-    The object's time in its class is approximated by its age since `last_modified`
-    (a lifecycle transition does not reset that date, so this can under-count).
+    The object's time in its class counts from govern's own copy into it when there was
+    one (`class_since`), else from `last_modified` (an S3 lifecycle transition keeps that
+    date, so after one this can under-count).
     """
     cls = storage_class_of(obj.storage_class)
     minimum = MIN_DAYS.get(cls)
     if minimum is None:
         return 0.0
-    days_in = (as_of - obj.last_modified).total_seconds() / 86_400
+    days_in = (as_of - (obj.class_since or obj.last_modified)).total_seconds() / 86_400
     remaining = max(minimum - days_in, 0.0)
     return obj.size / GB * policy.price(cls) * remaining / DAYS_PER_MONTH
 
@@ -180,7 +181,7 @@ def action_costs(
         if minimum is None:
             early += 0.0
         else:
-            days_in = (as_of - o.last_modified).total_seconds() / 86_400
+            days_in = (as_of - (o.class_since or o.last_modified)).total_seconds() / 86_400
             remaining = max(minimum - days_in, 0.0)
             early += o.size / GB * row[2] * remaining / DAYS_PER_MONTH
     if kind in _MOVING and dest_url is None:
@@ -206,6 +207,8 @@ class Priced(Protocol):
     def storage_class(self) -> str | None: ...
     @property
     def last_modified(self) -> datetime: ...
+    @property
+    def class_since(self) -> datetime | None: ...
 
 
 _MOVING = (ActionType.TRANSITION, ActionType.ARCHIVE)

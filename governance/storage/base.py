@@ -66,6 +66,10 @@ class KeyResult:
     ok: bool
     error: str | None = None
     version_id: str | None = None
+    # A copy's result where the store tells it (S3): the new object's ETag and time
+    # (`version_id` is then the copy's version, on a versioned bucket).
+    etag: str | None = None
+    last_modified: datetime | None = None
 
 
 @runtime_checkable

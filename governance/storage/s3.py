@@ -422,13 +422,21 @@ class S3Store:
                 if storage_class:
                     extra["StorageClass"] = storage_class
                 if size is not None and size <= COPY_OBJECT_MAX_BYTES:
-                    dest._client.copy_object(
+                    answer = dest._client.copy_object(
                         CopySource=source,
                         Bucket=dest.bucket,
                         Key=dest.prefix + dest_key,
                         **extra,  # type: ignore[arg-type]
                     )
-                    return KeyResult(key, True)
+                    made = answer.get("CopyObjectResult") or {}
+                    when = made.get("LastModified")
+                    return KeyResult(
+                        key,
+                        True,
+                        version_id=answer.get("VersionId"),
+                        etag=str(made.get("ETag", "")).strip('"') or None,
+                        last_modified=utc(when) if when is not None else None,
+                    )
                 dest._client.copy(
                     source,
                     dest.bucket,
@@ -436,6 +444,21 @@ class S3Store:
                     ExtraArgs=extra,
                     SourceClient=self._client,
                     Config=dest._transfer,
+                )
+                # the managed copy returns nothing: what it wrote is asked (one HEAD; the
+                # copy is done either way, so a failed HEAD only leaves it unrecorded)
+                try:
+                    state = dest._head_one(dest_key)
+                except StorageError:
+                    state = None
+                if state is None:
+                    return KeyResult(key, True)
+                return KeyResult(
+                    key,
+                    True,
+                    version_id=state.version_id,
+                    etag=state.etag,
+                    last_modified=state.last_modified,
                 )
             elif isinstance(dest, WritableStore):
                 response = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)

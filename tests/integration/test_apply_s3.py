@@ -371,3 +371,76 @@ def test_a_strip_is_skipped_when_the_files_it_leaves_were_protected_since(
     for key, body in before.items():
         if key.startswith((tagged, held)):
             assert after[key] == body
+
+
+def _object_row(setup: Setup, key: str) -> tuple[Any, ...]:
+    from sqlalchemy import text
+
+    engine = setup.engine()
+    try:
+        with engine.connect() as conn:
+            return tuple(
+                conn.execute(
+                    text(
+                        "SELECT content_modified_us, last_modified, etag, storage_class, "
+                        "version_id FROM objects WHERE key = :key AND gone_scan_id IS NULL"
+                    ),
+                    {"key": key},
+                ).one()
+            )
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_a_transition_keeps_the_content_age_and_the_next_step_counts_from_it(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str, versioned: bool
+) -> None:
+    """The log (written 10 days ago) goes to STANDARD_IA; its copy is stamped now. The
+    ladder's next step, GLACIER after 25 days, is due 15 days from now (its age counts
+    from the content), and leaving STANDARD_IA then bills the 30-day minimum's rest
+    (counted from the copy). Written again, the log is young again. On a versioned
+    bucket the copy is a new version, which the catalog records as the scan lists it."""
+    if versioned:
+        s3_client.put_bucket_versioning(
+            Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"}
+        )
+    upload_tree(s3_bucket)
+    setup = make_setup(tmp_path, moto_server, s3_bucket)
+    ladder = "transition: [{after: 1d, storage_class: STANDARD_IA}, {after: 25d, storage_class: GLACIER}]"
+    text = setup.policy.read_text()
+    setup.policy.write_text(
+        text.replace("transition: [{after: 1d, storage_class: STANDARD_IA}]", ladder)
+    )
+    written = s3_client.head_object(Bucket=s3_bucket, Key=LOG)["LastModified"]
+    doc = setup.plan()
+    assert [a["storage_class"] for a in doc["actions"] if a["action"] == "transition"] == [
+        "STANDARD_IA"
+    ]
+    setup.apply(doc["plan_id"])
+    head = s3_client.head_object(Bucket=s3_bucket, Key=LOG)
+    assert head["StorageClass"] == "STANDARD_IA"
+    assert head["LastModified"] > written + timedelta(days=9)  # S3 stamps the copy
+    content_us, copy_us, etag, storage_class, version = _object_row(setup, LOG)
+    assert content_us == int(written.timestamp() * 1_000_000)
+    assert copy_us == int(head["LastModified"].timestamp() * 1_000_000)
+    assert (etag, storage_class) == (head["ETag"].strip('"'), "STANDARD_IA")
+    assert version == (head["VersionId"] if versioned else None)
+
+    def log_actions(as_of: datetime) -> list[dict[str, Any]]:
+        plan = setup.plan(as_of=as_of.isoformat())  # (scans first)
+        return [a for a in plan["actions"] if a["artifact"]["uri"].endswith(LOG)]
+
+    now = datetime.now(UTC)
+    assert log_actions(now + timedelta(days=14)) == []  # content 24 days old
+    [step] = log_actions(now + timedelta(days=20))  # content 30 days old, 20 in IA
+    assert step["storage_class"] == "GLACIER"
+    size = len(live(s3_bucket)[LOG])
+    rest = size / 2**30 * 0.0125 * (30 - 20) / 30
+    assert step["early_deletion_usd"] == pytest.approx(rest, rel=0.01)
+    assert _object_row(setup, LOG)[0] == content_us  # the rescans found the copy as recorded
+
+    s3_client.put_object(Bucket=s3_bucket, Key=LOG, Body=b"step 2 loss 1.0\n" * 10_000)
+    [again] = log_actions(now + timedelta(days=20))  # written now: 20 days old
+    assert (again["action"], again["storage_class"]) == ("transition", "STANDARD_IA")
+    assert _object_row(setup, LOG)[0] is None

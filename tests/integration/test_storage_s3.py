@@ -406,6 +406,9 @@ def test_copy_with_storage_class_keeps_metadata_and_tags(
     assert head["StorageClass"] == "GLACIER_IR"
     assert head["Metadata"] == {"framework": "torch"}
     assert len(part_copies) == (2 if size > 5 * 1024**2 else 0)
+    # the managed copy answers nothing itself: what it wrote is asked after it (apply
+    # records it in the catalog)
+    assert (result.etag, result.last_modified) == (head["ETag"].strip('"'), head["LastModified"])
     tags = s3_client.get_object_tagging(Bucket=s3_bucket, Key="archive/a/model.pt")["TagSet"]
     assert {t["Key"]: t["Value"] for t in tags} == {"team": "vision", "keep": "yes"}
 
@@ -431,6 +434,7 @@ def test_copy_of_a_known_size_is_one_copy_object_keeping_metadata_and_tags(
     assert result.ok, result.error
     assert calls == ["CopyObject"]
     head = s3_client.head_object(Bucket=s3_bucket, Key="q/a/model.pt")
+    assert (result.etag, result.last_modified) == (head["ETag"].strip('"'), head["LastModified"])
     assert (head["ContentLength"], head["StorageClass"]) == (1000, "STANDARD_IA")
     assert head["Metadata"] == {"framework": "torch"}
     tags = s3_client.get_object_tagging(Bucket=s3_bucket, Key="q/a/model.pt")["TagSet"]

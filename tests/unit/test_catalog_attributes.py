@@ -35,6 +35,7 @@ from tests.catalogs import catalog_url  # noqa: F401
 
 ROOT = "s3://attributes-test/"
 T0 = 1_700_000_000_000_000
+DAY_US = 86_400_000_000
 _O = StoredObject.__table__  # type: ignore[attr-defined]
 
 
@@ -141,8 +142,8 @@ def _objects_with_attributes(engine: Engine) -> int:
     """A root with objects in every state; returns its id."""
     _scan(
         engine,
-        [_row(k) for k in ("plain", "tagged", "held", "locked", "lapsed", "none-read", "unread")]
-        + [_row("upload", upload="u1")],
+        [_row(k) for k in ("copied", "plain", "tagged", "held", "locked", "lapsed")]
+        + [_row("none-read"), _row("unread"), _row("upload", upload="u1")],
     )
     root = find_root(engine, ROOT)
     assert root is not None
@@ -155,6 +156,8 @@ def _objects_with_attributes(engine: Engine) -> int:
         "lapsed": {"tags": {}, "lock_read": True, "lock_mode": "GOVERNANCE",
                    "lock_retain_until_us": T0, "legal_hold": False},
         "none-read": {"tags": {}, "lock_read": True, "legal_hold": False},
+        # copied in place by govern a day after its content was written
+        "copied": {"tags": {}, "lock_read": True, "content_modified_us": T0 - DAY_US},
     }  # fmt: skip
     with engine.begin() as conn:
         for key, row in values.items():
@@ -198,11 +201,40 @@ def test_the_planners_reads_agree_and_mark_what_is_unread(
         assert lapsed.retain_until == datetime_from_us(T0)
     else:
         assert not any(o.legal_hold or o.retain_until or o.lock_mode for o in fast)
+    # ages count from the content; the class's minimum duration from the copy
+    copied = by[("copied", "")]
+    assert (copied.last_modified, copied.class_since) == (
+        datetime_from_us(T0 - DAY_US),
+        datetime_from_us(T0),
+    )
+    assert all(o.class_since is None for o in fast if o.key != "copied")
     plain = by[("plain", "")]
     assert (plain.legal_hold, plain.retain_until, plain.unread) == (False, None, None)
     assert by[("none-read", "")].legal_hold is False
     assert by[("tagged", "")].tags == {"retain": "true"}
     assert plain.tags == {}
+    engine.dispose()
+
+
+def _content_times(engine: Engine) -> dict[str, int | None]:
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT key, content_modified_us FROM objects")).all()
+    return {r[0]: r[1] for r in rows}
+
+
+def test_a_rescan_keeps_the_content_time_of_an_unchanged_copy_and_clears_a_rewritten_one(
+    catalog_url: str,  # noqa: F811
+) -> None:
+    engine = open_engine(catalog_url)
+    _scan(engine, [_row("kept"), _row("rewritten"), _row("touched")])
+    with engine.begin() as conn:  # as apply records its copies in place
+        conn.execute(update(_O).values(content_modified_us=T0 - DAY_US))
+    # the same listing again, then one where two objects were written again
+    _scan(engine, [_row("kept"), _row("rewritten"), _row("touched")])
+    assert _content_times(engine) == dict.fromkeys(("kept", "rewritten", "touched"), T0 - DAY_US)
+    touched = ("touched", "", 1, "e1", T0 + 1, None, None, None)  # same ETag, new time
+    _scan(engine, [_row("kept"), _row("rewritten", "e2"), touched])
+    assert _content_times(engine) == {"kept": T0 - DAY_US, "rewritten": None, "touched": None}
     engine.dispose()
 
 
