@@ -84,6 +84,9 @@ _DESTRUCTIVE = frozenset(t for t in ActionType if t.value in DESTRUCTIVE_ACTIONS
 _KIND_NAME = {k: k.value for k in Kind}
 _COMPONENTS = tuple(Component)
 """In definition order (iterating the enum class itself walks a generator each time)."""
+_ALWAYS_KEPT = frozenset({Component.METADATA})
+"""What a strip keeps whatever `keep_components` names (see `_keep_by_tier`)."""
+_METADATA_STAYS = "metadata kept (without it the checkpoint is incomplete and cannot be loaded)"
 _NONE: tuple[tuple[int, str], ...] = ()
 _MEMO_LIMIT = 65_536
 """Texts a Decider keeps for reuse before it starts over (memory stays bounded)."""
@@ -421,7 +424,10 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
     how = _WHOLE
     if ctx.decider.strips(tier):
         assert tier.keep_components is not None
-        keep = set(tier.keep_components)
+        # Metadata always stays: a checkpoint without its configs, index and trainer state
+        # (or commit marker) cannot be loaded, and the next scan would find it incomplete,
+        # then residue, and delete the weights this tier keeps.
+        keep = set(tier.keep_components) | _ALWAYS_KEPT
         unwanted = [o for o, c in zip(objects, roles, strict=True) if c not in keep]
         if not art.strippable:  # one Lightning .ckpt, one DCP shard set: state is inside
             notes.append(
@@ -435,6 +441,8 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             present = {c for c in roles if c not in keep}
             dropped = [c.value for c in _COMPONENTS if c in present]
             notes.append(f"{', '.join(dropped)} dropped")
+            if Component.METADATA not in tier.keep_components and Component.METADATA in roles:
+                notes.append(_METADATA_STAYS)
             how = _STRIPPED
     else:
         notes.append("kept whole")
