@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -238,12 +238,14 @@ def classify_stream(
     *,
     tags: bool = False,
     lock: bool = False,
+    exclude: Sequence[str] = (),
 ) -> Iterator[Group]:
     """A root's classification streamed from the catalog: pass one reads keys alone (and
     fetches the few tracker files it found), pass two streams full objects in key order.
 
     `tags` / `lock`: whether the objects' tags / lock state matter for this root (see
-    `queries.stream_live_objects`): objects lacking them are marked `unread`.
+    `queries.stream_live_objects`): objects lacking them are marked `unread`. `exclude`:
+    key prefixes that are not the root's data (its quarantine), left out of both passes.
     """
     from functools import partial
 
@@ -252,12 +254,12 @@ def classify_stream(
 
     first_pass = partial(
         find_runs_by_keys,
-        iter_live_keys(engine, root_id),
+        iter_live_keys(engine, root_id, exclude=exclude),
         options,
         partial(live_objects_by_key, engine, root_id, tags=tags, lock=lock),
     )
     return classify(
-        partial(stream_live_objects, engine, root_id, tags=tags, lock=lock),
+        partial(stream_live_objects, engine, root_id, tags=tags, lock=lock, exclude=exclude),
         options,
         reader,
         first_pass=first_pass,

@@ -44,7 +44,16 @@ _OBJECT_COLUMNS = (
 (its lock state comes apart)."""
 
 
-def _objects_select(engine: Engine, root_id: int) -> Any:
+def _live(root_id: int, exclude: Sequence[str] = ()) -> Any:
+    """A root's live objects, outside the key prefixes in `exclude` (the quarantine
+    inside a root: a catalog filled by `scan --root` holds its copies, which are not the
+    root's data). `substr` compares bytes alike on SQLite and PostgreSQL, where LIKE does
+    not (SQLite folds case, and a prefix may hold `%` or `_`)."""
+    outside = [func.substr(_O.key, 1, len(p)) != p for p in exclude if p]
+    return and_(_O.root_id == root_id, _O.gone_scan_id.is_(None), *outside)
+
+
+def _objects_select(engine: Engine, root_id: int, exclude: Sequence[str] = ()) -> Any:
     return (
         select(
             *_OBJECT_COLUMNS,
@@ -53,7 +62,7 @@ def _objects_select(engine: Engine, root_id: int) -> Any:
             _O.lock_retain_until_us,
             _O.legal_hold,
         )
-        .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
+        .where(_live(root_id, exclude))
         .order_by(_key_order(engine), _O.upload_id)
     )
 
@@ -121,7 +130,13 @@ def _objects(
 
 
 def iter_live_objects(
-    engine: Engine, root_id: int, chunk: int = 10_000, *, tags: bool = False, lock: bool = False
+    engine: Engine,
+    root_id: int,
+    chunk: int = 10_000,
+    *,
+    tags: bool = False,
+    lock: bool = False,
+    exclude: Sequence[str] = (),
 ) -> Iterator[CatalogObject]:
     """Every live object of a root, sorted by key, streamed in chunks.
 
@@ -129,14 +144,15 @@ def iter_live_objects(
     policy uses tags / the bucket has Object Lock): an object lacking them is marked
     `unread` (its artifact is then protected), and with `lock` an object's lock state
     comes with it (lock states are only ever read on a bucket with Object Lock, which
-    cannot be turned off).
+    cannot be turned off). `exclude`: key prefixes left out (see `_live`).
     """
     with engine.connect() as conn:
-        result = conn.execution_options(yield_per=chunk).execute(_objects_select(engine, root_id))
+        stmt = _objects_select(engine, root_id, exclude)
+        result = conn.execution_options(yield_per=chunk).execute(stmt)
         yield from _objects(result, tags, lock)
 
 
-def _sqlite_select(root_id: int, tags: bool, lock: bool) -> Any:
+def _sqlite_select(root_id: int, tags: bool, lock: bool, exclude: Sequence[str] = ()) -> Any:
     """The rows of `stream_live_objects` on SQLite: `iter_live_objects`' columns up to
     `tags`, then, when tags or locks matter, one that is NULL for a plain object,
     otherwise a JSON array [lock_mode, retain_until_us, legal_hold, tags unread, lock
@@ -151,11 +167,7 @@ def _sqlite_select(root_id: int, tags: bool, lock: bool) -> Any:
     columns = list(_OBJECT_COLUMNS)
     if tags or lock:
         columns.append(_attributes_column(locked if lock else false(), unread_tags, unread_lock))
-    return (
-        select(*columns)
-        .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
-        .order_by(_O.key, _O.upload_id)
-    )
+    return select(*columns).where(_live(root_id, exclude)).order_by(_O.key, _O.upload_id)
 
 
 def _attributes_column(locked: Any, unread_tags: Any, unread_lock: Any) -> Any:
@@ -175,7 +187,13 @@ def _attributes_column(locked: Any, unread_tags: Any, unread_lock: Any) -> Any:
 
 
 def stream_live_objects(
-    engine: Engine, root_id: int, chunk: int = 10_000, *, tags: bool = False, lock: bool = False
+    engine: Engine,
+    root_id: int,
+    chunk: int = 10_000,
+    *,
+    tags: bool = False,
+    lock: bool = False,
+    exclude: Sequence[str] = (),
 ) -> Iterator[CatalogObject]:
     """`iter_live_objects`, the same objects in the same order, for bulk consumers.
 
@@ -188,15 +206,15 @@ def stream_live_objects(
     column, NULL for most objects; otherwise the row is what it always was.
     """
     if engine.dialect.name != "sqlite":
-        yield from iter_live_objects(engine, root_id, chunk, tags=tags, lock=lock)
+        yield from iter_live_objects(engine, root_id, chunk, tags=tags, lock=lock, exclude=exclude)
         return
     if not (tags or lock):
-        yield from _stream_plain(engine, root_id, chunk)
+        yield from _stream_plain(engine, root_id, chunk, exclude)
         return
     epoch, micros = _EPOCH, timedelta
     last_us: int | None = None
     last = epoch
-    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, tags, lock), chunk):
+    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, tags, lock, exclude), chunk):
         for oid, key, size, lm, etag, sc, vid, upload, tagged, since, attributes in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
@@ -223,13 +241,15 @@ def stream_live_objects(
             yield obj
 
 
-def _stream_plain(engine: Engine, root_id: int, chunk: int) -> Iterator[CatalogObject]:
+def _stream_plain(
+    engine: Engine, root_id: int, chunk: int, exclude: Sequence[str]
+) -> Iterator[CatalogObject]:
     """`stream_live_objects` when neither tags nor locks matter (the common case, and
     the planner's hot read): the plain objects' columns alone, one object a row."""
     epoch, micros = _EPOCH, timedelta
     last_us: int | None = None
     last = epoch
-    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, False, False), chunk):
+    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, False, False, exclude), chunk):
         for oid, key, size, lm, etag, sc, vid, upload, tagged, since in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
@@ -252,28 +272,28 @@ def _stream_plain(engine: Engine, root_id: int, chunk: int) -> Iterator[CatalogO
 def _sqlite_chunks(engine: Engine, stmt: Any, chunk: int) -> Iterator[Sequence[Any]]:
     """Rows of a SELECT as plain tuples from the DBAPI cursor, `chunk` at a time.
 
-    The statement is rendered with its parameters inline (only integers from our own
-    tables: root ids); SQLite's cursor streams as it fetches.
+    SQLite's cursor streams as it fetches; the statement's parameters go to it bound, in
+    the order the compiled statement names them.
     """
-    sql = str(stmt.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    compiled = stmt.compile(dialect=engine.dialect)
+    params = compiled.construct_params()
+    bound = [params[name] for name in compiled.positiontup or ()]
     with engine.connect() as conn:
         cursor = conn.connection.cursor()
         try:
-            cursor.execute(sql)
+            cursor.execute(str(compiled), bound)
             while rows := cursor.fetchmany(chunk):
                 yield rows
         finally:
             cursor.close()
 
 
-def iter_live_keys(engine: Engine, root_id: int, chunk: int = 50_000) -> Iterator[str]:
+def iter_live_keys(
+    engine: Engine, root_id: int, chunk: int = 50_000, exclude: Sequence[str] = ()
+) -> Iterator[str]:
     """The keys of `iter_live_objects(engine, root_id)`, in the same order (pass one of
     classification needs keys alone: no object is built per row)."""
-    stmt = (
-        select(_O.key)
-        .where(_O.root_id == root_id, _O.gone_scan_id.is_(None))
-        .order_by(_key_order(engine), _O.upload_id)
-    )
+    stmt = select(_O.key).where(_live(root_id, exclude)).order_by(_key_order(engine), _O.upload_id)
     if engine.dialect.name == "sqlite":
         # A Result builds a Row per key, which costs twice what SQLite takes to read it.
         for rows in _sqlite_chunks(engine, stmt, chunk):

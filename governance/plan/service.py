@@ -28,7 +28,7 @@ from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError
 from governance.model.types import Group
 from governance.plan.build import RootSnapshot, build_plan
-from governance.scan.targets import resolve_roots
+from governance.scan.targets import excluded_prefixes, resolve_roots
 
 if TYPE_CHECKING:
     from governance.plan.explain import Explanation
@@ -74,7 +74,17 @@ def root_snapshots(
         # stays unread marks its objects, whose artifacts the planner then protects.
         needs = refresh_object_attributes(engine, root.id, url, reach, store, tags=tags)
         reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
-        stream = classify_stream(engine, root.id, options, reader, tags=needs.tags, lock=needs.lock)
+        # The quarantine inside a root is not its data: a catalog filled by `scan --root`
+        # (which knows no policy) holds its copies, and planning them would delete them.
+        stream = classify_stream(
+            engine,
+            root.id,
+            options,
+            reader,
+            tags=needs.tags,
+            lock=needs.lock,
+            exclude=excluded_prefixes(url, policy),
+        )
         snapshots.append(
             RootSnapshot(
                 url=url,

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from governance.apply import StoreOpener, purge_quarantine
-from governance.plan.service import make_plan
+from governance.plan.service import make_plan, root_snapshots
 from governance.policy import load_policy
 from tests.fixtures.builders import hf_run, local_writer, marker, residue
 from tests.integration.test_apply_support import (
+    NO_APPROVAL,
     Setup,
     actions_by,
     govern,
@@ -426,3 +427,38 @@ def test_failures_and_stale_together_exit_1_and_say_both(tree: tuple[Setup, Path
     assert report["counts"]["skipped"] == 1
     assert f"action(s) failed; plan {doc['plan_id']} is partially_applied" in result.stderr
     assert "1 action(s) skipped as stale" in result.stderr
+
+
+def test_a_quarantine_inside_the_root_is_never_planned(tmp_path: Path) -> None:
+    """`scan --root` knows no policy, so it lists a policy's quarantine inside the root
+    like any folder; a plan from that catalog must not plan the quarantined copies away
+    (nor count them in the root's bytes that max_delete_fraction divides)."""
+    storage = tmp_path / "storage"
+    setup, _ = build(tmp_path, extra=NO_APPROVAL + f"apply: {{quarantine_url: {storage}/trash/}}\n")
+    first = setup.plan()
+    setup.apply(first["plan_id"])
+    trash = storage / "trash"
+    assert any(p.name == "upload.tmp" for p in trash.rglob("*"))  # residue moved in there
+
+    scanned = govern(setup.catalog, "scan", "--root", str(storage), "--format", "json")
+    assert scanned.exit_code == 0, scanned.stderr
+    listed = json.loads(scanned.stdout)["scans"][0]
+    in_trash = [p for p in trash.rglob("*") if p.is_file()]
+    assert listed["objects"] >= len(in_trash) > 0  # the catalog holds the copies
+
+    doc = setup.plan("--no-scan")
+    base = storage.as_uri() + "/"
+    planned = [a["artifact"]["uri"] for a in doc["actions"]]
+    assert not [u for u in planned if u.startswith(base + "trash/")], planned
+    kept = [k["artifact"]["uri"] for k in doc["kept"]]
+    assert not [u for u in kept if u.startswith(base + "trash/")]
+    # the planner's view of the root (its bytes are what max_delete_fraction divides)
+    engine = setup.engine()
+    try:
+        [root] = root_snapshots(engine, load_policy(setup.policy), datetime.now(UTC))
+        seen = [o for g in root.groups for a in g.artifacts for o in a.objects]
+    finally:
+        engine.dispose()
+    assert not [o.key for o in seen if o.key.startswith("trash/")]
+    outside = [p for p in storage.rglob("*") if p.is_file() and trash not in p.parents]
+    assert sum(o.size for o in seen) == sum(p.stat().st_size for p in outside)
