@@ -426,6 +426,32 @@ class Policy(PolicyModel):
         return pricing
 
     @model_validator(mode="after")
+    def _archives_outside_roots(self) -> Policy:
+        """An archive copy lands at `archive.url` + the object's key: at a root (or in
+        one) it would overwrite the object it copies before removing it, or be scanned
+        and planned as that root's data; a root inside it, likewise."""
+        roots = [(root.url, _opened(root.url)) for root in self.storage]
+        for i, rule in enumerate(self.rules):
+            for j, tier in enumerate(rule.tiers or ()):
+                if tier.archive is None or tier.archive.url is None:
+                    continue
+                dest = _opened(tier.archive.url)
+                for url, opened in roots:
+                    if dest.startswith(opened) or opened.startswith(dest):
+                        raise fail(
+                            f"archive.url {tier.archive.url} overlaps root {url}: archived "
+                            "copies must go outside every root (a copy there would overwrite "
+                            "its original, or be planned again as the root's data)",
+                            "rules",
+                            i,
+                            "tiers",
+                            j,
+                            "archive",
+                            "url",
+                        )
+        return self
+
+    @model_validator(mode="after")
     def _select_keys_are_placeholders(self, info: ValidationInfo) -> Policy:
         """Without the loader's context (built in code), check placeholders here instead."""
         if (info.context or {}).get("placeholders") is not None:

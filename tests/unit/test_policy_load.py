@@ -265,6 +265,42 @@ def test_roots_that_only_share_a_name_prefix_do_not_overlap(tmp_path: Path) -> N
     assert len(load_policy(write(tmp_path, "", head)).storage) == 2
 
 
+ARCHIVE_RULE = """\
+rules:
+  - name: ckpt
+    select: {kind: checkpoint}
+    tiers:
+      - {name: recent, keep_last: 1}
+      - {name: cold, keep: [final], archive: {url: '%s'}}
+    otherwise: delete
+"""  # the archive url is at line 10, column 52
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://ml-artifacts/",  # the root itself: each copy would land on its original
+        "s3a://ml-artifacts/archive/",  # inside it: copies planned again as its data
+    ],
+)
+def test_an_archive_url_must_be_outside_every_root(tmp_path: Path, url: str) -> None:
+    found = problems(tmp_path, ARCHIVE_RULE % url)
+    assert found == [
+        f"10:52: rules[0].tiers[1].archive.url: archive.url {url} overlaps root "
+        "s3://ml-artifacts/: archived copies must go outside every root (a copy there would "
+        "overwrite its original, or be planned again as the root's data)"
+    ]
+
+
+def test_a_root_inside_the_archive_url_is_refused_and_a_sibling_is_not(tmp_path: Path) -> None:
+    head = "version: 1\nstorage:\n  - {name: a, url: s3://data/runs/}\n"
+    found = problems(tmp_path, "\n" + ARCHIVE_RULE % "s3://data/", head)
+    assert len(found) == 1
+    assert "archive.url s3://data/ overlaps root s3://data/runs/" in found[0]
+    policy = load_policy(write(tmp_path, "\n" + ARCHIVE_RULE % "s3://data/archive/", head))
+    assert policy.rules[0].tiers is not None
+
+
 def test_an_empty_count_says_so(tmp_path: Path) -> None:
     assert problems(tmp_path, "approval: {approvers: }\n") == [
         "5:22: approval.approvers: expected a whole number, got an empty value"
