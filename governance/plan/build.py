@@ -124,6 +124,12 @@ def policy_controls(policy: Policy) -> dict[str, Any]:
     }
 
 
+DEDUPE_NOT_PLANNED = (
+    "dedupe: the block is validated, but content dedupe is not planned yet; this plan "
+    "has no dedupe actions and leaves duplicate copies as the rules decide"
+)
+
+
 def build_plan(
     roots: Iterable[RootSnapshot],
     policy: Policy,
@@ -256,6 +262,8 @@ def _build(
         f"classes; {n} artifact(s) left as they are"
         for (root, rule, what), n in sorted(not_applicable.items())
     ]
+    if policy.dedupe is not None:
+        notes.append(DEDUPE_NOT_PLANNED)
     # The roots' whole monthly bill, so the summary shows the bill before -> after.
     storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
     refused = refusal(deleted, totals, policy.safety)

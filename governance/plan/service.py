@@ -100,12 +100,10 @@ def root_snapshots(
 
 
 def uses_tags(policy: Policy) -> bool:
-    """Whether any protection or selection of the policy looks at objects' tags
-    (`protect.tags`, a rule's or dedupe's `select.tags`)."""
-    selects = [r.select for r in policy.rules]
-    if policy.dedupe is not None:
-        selects.append(policy.dedupe.select)
-    return bool(policy.protect.tags) or any(s.tags is not None for s in selects)
+    """Whether any protection or rule of the policy looks at objects' tags (`protect.tags`,
+    a rule's `select.tags`). Reading tags costs a request per object, so `dedupe.select`
+    joins this only when dedupe is planned (today the block is validated, not acted on)."""
+    return bool(policy.protect.tags) or any(r.select.tags is not None for r in policy.rules)
 
 
 def _closing(groups: Iterator[Group], reader: CachedMetaReader) -> Iterator[Group]:

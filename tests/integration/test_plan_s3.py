@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from governance.cli.main import cli
+from governance.plan.build import DEDUPE_NOT_PLANNED
 from tests.fixtures.builders import (
     Writer,
     deepspeed_run,
@@ -311,9 +312,10 @@ def test_five_days_on(bucket: Bucket) -> None:
         assert not {k for k in UNFINISHED if k.startswith(prefix)} & {
             p.rel(k["artifact"]["uri"]) for k in held
         }  # residue is not on the kept list (see summary.left): it is just not acted on
-    # logs are 5 days old: no transition due yet; S3 has storage classes, so no notes
+    # logs are 5 days old: no transition due yet; S3 has storage classes, so no
+    # not-applicable notes
     assert not [a for a in p.doc["actions"] if a["action"] == "transition"]
-    assert p.doc["notes"] == []
+    assert p.doc["notes"] == [DEDUPE_NOT_PLANNED]  # the example policy has a dedupe block
 
 
 def test_twenty_days_on_expires_dead_runs_and_moves_logs_to_ia(bucket: Bucket) -> None:

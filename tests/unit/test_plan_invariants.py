@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from governance.model.types import Artifact, Group, Kind, RunStatus
-from governance.plan.build import build_plan
+from governance.plan.build import DEDUPE_NOT_PLANNED, build_plan
 from governance.plan.types import ActionType, Plan
 from governance.policy import load_policy_text
 from governance.policy.models import Policy
@@ -143,6 +143,46 @@ def test_invariant_2_nothing_protected_is_in_the_plan(groups: list[Group]) -> No
             # protect.run_status: only tiers thin a running run
             uris = {ROOT + a.key for a in g.artifacts}
             assert {a.rule for a in plan.actions if a.artifact.uri in uris} <= {"checkpoints"}
+
+
+def _without_dedupe() -> Policy:
+    text = EXAMPLE_POLICY_PATH.read_text(encoding="utf-8")
+    start = text.index("dedupe:")
+    end = text.index("\napproval:")
+    return load_policy_text(text[:start] + text[end + 1 :])
+
+
+WITHOUT_DEDUPE = _without_dedupe()
+
+
+@st.composite
+def duplicated_groups(draw: st.DrawFn) -> list[Group]:
+    """`root_groups` where some weights files hold the same content (the same base
+    weights copied into several runs): one shared ETag and size."""
+    groups = draw(root_groups())
+    for g in groups:
+        for art in g.artifacts:
+            for o in art.objects:
+                if o.key.endswith(".safetensors") and draw(st.booleans()):
+                    o.etag, o.size = '"base-weights"', 4 * 1024 * 1024
+    return groups
+
+
+@SETTINGS
+@given(duplicated_groups(), st.sampled_from(["delete", "report", "stub"]))
+def test_invariant_3_dedupe_never_removes_the_last_copy(groups: list[Group], action: str) -> None:
+    """Content dedupe is not planned yet: whatever `dedupe.action` says, the plan has no
+    dedupe action (so no content group loses a copy to dedupe), says so in a note, and is
+    otherwise the plan of the same policy without the block."""
+    with_block = POLICY.model_copy(
+        update={"dedupe": POLICY.dedupe.model_copy(update={"action": action})}  # type: ignore[union-attr]
+    )
+    plan = make_plan(groups, with_block)
+    assert not [a for a in plan.actions if a.action is ActionType.DEDUPE]
+    assert DEDUPE_NOT_PLANNED in plan.notes
+    plain = make_plan(groups, WITHOUT_DEDUPE)
+    assert DEDUPE_NOT_PLANNED not in plain.notes
+    assert _canonical(plan) == _canonical(plain)
 
 
 @SETTINGS
