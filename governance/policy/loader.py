@@ -10,6 +10,7 @@ are collected into one `PolicyError`, sorted by position, e.g.::
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -227,6 +228,16 @@ def _message(err: Any, loc: Loc) -> str:
     if bound is not None and "input" in err:
         word, name = bound
         return f"must be {word} {(err.get('ctx') or {}).get(name)}, got {err['input']!r}"
+    if kind in ("literal_error", "enum") and isinstance(err.get("input"), str):
+        choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
+        if choices:
+            given = err["input"]
+            return f"expected {_one_of(choices)}, got {given!r}{did_you_mean(given, choices)}"
+    if kind in ("tuple_type", "list_type") and "input" in err:
+        value = err["input"]
+        shown = "" if value is None or isinstance(value, dict) else f" {value!r}"
+        got = "a mapping" if isinstance(value, dict) else _type_name(value)
+        return f"expected a list, got {got}{shown}"
     if kind == "string_pattern_mismatch" and "input" in err:
         pattern = (err.get("ctx") or {}).get("pattern", "")
         wanted = _PATTERNS.get(pattern, f"text matching {pattern}")
@@ -234,6 +245,13 @@ def _message(err: Any, loc: Loc) -> str:
     for prefix in _VALUE_PREFIXES:
         msg = msg.removeprefix(prefix)
     return msg
+
+
+def _one_of(choices: list[str]) -> str:
+    quoted = [repr(c) for c in choices]
+    if len(quoted) == 1:
+        return quoted[0]
+    return "one of " + ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 _BOUNDS = {

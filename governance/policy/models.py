@@ -166,9 +166,9 @@ class Tier(PolicyModel):
     keep_every_steps: int | None = Field(default=None, ge=1, strict=True)
     keep_daily: int | None = Field(default=None, ge=1, strict=True)
     keep_weekly: int | None = Field(default=None, ge=1, strict=True)
-    keep: tuple[Literal["final", "best"], ...] = ()
+    keep: Annotated[tuple[Literal["final", "best"], ...], BeforeValidator(as_tuple)] = ()
     best_metric: BestMetric | None = None
-    keep_components: tuple[Component, ...] | None = None
+    keep_components: Annotated[tuple[Component, ...], BeforeValidator(as_tuple)] | None = None
     archive: Archive | None = None
 
     @field_validator("keep_components")

@@ -195,6 +195,46 @@ def test_wrong_type(tmp_path: Path) -> None:
     ]
 
 
+def test_a_misspelt_choice_lists_the_choices_and_suggests_one(tmp_path: Path) -> None:
+    body = """\
+        apply: {delete_mode: quarentine}
+        rules:
+          - name: c
+            select: {kind: chekpoint}
+            tiers: [{name: t, keep: [fnal]}]
+            otherwise: delet
+        """
+    assert problems(tmp_path, body) == [
+        "5:22: apply.delete_mode: expected one of 'quarantine', 'versioned' or 'permanent', "
+        "got 'quarentine' (did you mean 'quarantine'?)",
+        "8:20: rules[0].select.kind[0]: expected one of 'checkpoint', 'weights', 'dataset', "
+        "'log', 'eval', 'residue' or 'other', got 'chekpoint' (did you mean 'checkpoint'?)",
+        "9:30: rules[0].tiers[0].keep[0]: expected one of 'final' or 'best', got 'fnal' "
+        "(did you mean 'final'?)",
+        "10:16: rules[0].otherwise: expected one of 'delete' or 'keep', got 'delet' "
+        "(did you mean 'delete'?)",
+    ]
+
+
+def test_a_list_given_as_a_mapping_says_list(tmp_path: Path) -> None:
+    body = "rules:\n  - name: c\n    select: {kind: log}\n    tiers: {name: x, keep_last: 1}\n"
+    found = problems(tmp_path, body)
+    assert found[0] == "8:12: rules[0].tiers: expected a list, got a mapping"
+
+
+def test_keep_and_keep_components_take_one_value_without_brackets(tmp_path: Path) -> None:
+    body = """\
+        rules:
+          - name: c
+            select: {kind: checkpoint}
+            tiers: [{name: t, keep_last: 1, keep: final, keep_components: weights}]
+            otherwise: keep
+        """
+    [tier] = load_policy(write(tmp_path, body)).rules[0].tiers or ()
+    assert tier.keep == ("final",)
+    assert tier.keep_components == (Component.WEIGHTS,)
+
+
 def test_numbers_and_switches_are_not_coerced(tmp_path: Path) -> None:
     # A quoted number, a boolean count or a "yes" would silently change what is kept.
     found = problems(
