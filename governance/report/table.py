@@ -1,7 +1,9 @@
 """The plan for a terminal (rich): a header, totals by rule and by run, then the actions.
 
 `print_table` writes to a given console (colors on a terminal); `render_table` records
-the same output to plain text, for `--out` files and tests.
+the same output to plain text, for `--out` files and tests. Artifacts are shown by their
+path in their root, which the header names (numbered `[1]`, `[2]` when the plan has
+several): full URLs would take most of an 80-column terminal.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from rich.text import Text
 
 from governance.plan.types import ActionType, Plan
 from governance.policy.units import format_bytes
-from governance.report.common import RunTotals, by_run, iso, savings, usd
+from governance.report.common import RunTotals, by_run, iso, roots_of, savings, usd
 
 ACTION_LIMIT = 2000
 RUN_LIMIT = 200
@@ -29,13 +31,41 @@ _ACTION_STYLE = {
 }
 
 
+class _Paths:
+    """An artifact's URL as its path in its root, numbered when the plan has several."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.roots = roots_of(plan)
+        self.several = len(self.roots) > 1
+        # longest first: a URL is placed in the innermost root that holds it
+        self._by_length = sorted(enumerate(self.roots, 1), key=lambda r: -len(r[1]))
+
+    def __call__(self, uri: str) -> str:
+        for n, root in self._by_length:
+            if uri.startswith(root) and len(uri) > len(root):
+                path = uri[len(root) :]
+                return f"[{n}] {path}" if self.several else path
+        return uri
+
+    def root_label(self, root_url: str) -> str:
+        return f"[{self.roots.index(root_url) + 1}]" if root_url in self.roots else root_url
+
+    def legend(self) -> list[str]:
+        if self.several:
+            return [f"root [{n}] {root}" for n, root in enumerate(self.roots, 1)]
+        return [f"root {root}" for root in self.roots]
+
+
 def print_table(plan: Plan, console: Console) -> None:
     s = plan.summary
+    paths = _Paths(plan)
     console.print(
         f"[bold]plan {plan.plan_id}[/bold]  status [bold]{plan.status}[/bold]  "
         f"as of {iso(plan.as_of)}  by {escape(plan.created_by)}"
     )
     console.print(f"policy {escape(plan.policy_path or '-')}  fingerprint {plan.fingerprint}")
+    for line in paths.legend():
+        console.print(escape(line))
     if plan.refusal:
         console.print(f"[bold red]REFUSED:[/bold red] {escape(plan.refusal)}")
     console.print(
@@ -54,12 +84,12 @@ def print_table(plan: Plan, console: Console) -> None:
     if s.by_rule:
         console.print(_rule_table(plan))
     if s.left:
-        console.print(_left_table(plan))
+        console.print(_left_table(plan, paths))
     runs = [t for t in by_run(plan) if t.actions]
     if runs:
-        console.print(_run_table(plan, runs))
+        console.print(_run_table(runs, paths))
     if plan.actions:
-        console.print(_action_table(plan))
+        console.print(_action_table(plan, paths, console.width))
         if len(plan.actions) > ACTION_LIMIT:
             more = len(plan.actions) - ACTION_LIMIT
             console.print(f"... and {more:,} more actions (use --format csv or html for all)")
@@ -89,29 +119,31 @@ def _rule_table(plan: Plan) -> Table:
     return table
 
 
-def _left_table(plan: Plan) -> Table:
+def _left_table(plan: Plan, paths: _Paths) -> Table:
     table = Table(title="left as they are", title_justify="left")
-    for col in ("rule", "kind", "artifacts", "bytes", "for example"):
+    for col in ("rule", "kind", "artifacts", "bytes"):
         table.add_column(col, justify="right" if col in ("artifacts", "bytes") else "left")
+    table.add_column("for example", overflow="fold")
     for x in plan.summary.left:
         table.add_row(
             Text(x.rule or "(no rule)"),
             x.kind,
             f"{x.artifacts:,}",
             format_bytes(x.bytes),
-            Text(f"{x.example_uri}: {x.example_reason}"),
+            Text(f"{paths(x.example_uri)}: {x.example_reason}"),
         )
     return table
 
 
-def _run_table(plan: Plan, runs: list[RunTotals]) -> Table:
+def _run_table(runs: list[RunTotals], paths: _Paths) -> Table:
     table = Table(title="by run", title_justify="left")
-    for col in ("run", "root", "actions", "deleted", "moved", "kept"):
+    columns = ("run", "root", "actions", "deleted", "moved", "kept")
+    for col in columns if paths.several else [c for c in columns if c != "root"]:
         table.add_column(col, justify="left" if col in ("run", "root") else "right")
     for t in runs[:RUN_LIMIT]:
         table.add_row(
             Text(t.label),
-            Text(t.root_url),
+            *([Text(paths.root_label(t.root_url))] if paths.several else []),
             f"{t.actions:,}",
             format_bytes(t.bytes_deleted),
             format_bytes(t.bytes_transitioned + t.bytes_archived),
@@ -122,7 +154,14 @@ def _run_table(plan: Plan, runs: list[RunTotals]) -> Table:
     return table
 
 
-def _action_table(plan: Plan) -> Table:
+NARROW = 140
+"""Below this many columns the actions table puts each reason under its artifact: seven
+columns side by side in 80 would fold every path and reason into a few letters a line."""
+
+
+def _action_table(plan: Plan, paths: _Paths, width: int) -> Table:
+    if width < NARROW:
+        return _narrow_action_table(plan, paths)
     table = Table(title="actions", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("rule")
@@ -132,14 +171,32 @@ def _action_table(plan: Plan) -> Table:
     table.add_column("bytes", justify="right")
     table.add_column("reason", overflow="fold")
     for a in plan.actions[:ACTION_LIMIT]:
-        style = _ACTION_STYLE.get(ActionType(a.action), "")
         table.add_row(
             str(a.id),
             Text(a.rule),
             Text(a.tier or "-"),
-            f"[{style}]{a.action}[/{style}]" if style else str(a.action),
-            Text(a.artifact.uri),
+            _action(a.action),
+            Text(paths(a.artifact.uri)),
             format_bytes(a.bytes),
             Text(a.reason),
         )
     return table
+
+
+def _narrow_action_table(plan: Plan, paths: _Paths) -> Table:
+    table = Table(title="actions", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("action")
+    table.add_column("bytes", justify="right")
+    table.add_column("artifact, then its rule and reason", overflow="fold")
+    for a in plan.actions[:ACTION_LIMIT]:
+        cell = Text(paths(a.artifact.uri))
+        # most reasons name their rule already ("rule logs expires after 365d")
+        named = a.rule in a.reason
+        cell.append(f"\n{a.reason}" if named else f"\n{a.rule}: {a.reason}", style="dim")
+        table.add_row(str(a.id), _action(a.action), format_bytes(a.bytes), cell)
+    return table
+
+
+def _action(action: str) -> Text:
+    return Text(str(action), style=_ACTION_STYLE.get(ActionType(action), ""))

@@ -50,10 +50,35 @@ def test_table_prints_summary_rules_runs_and_actions() -> None:
         "$12.50 -> $3.25 (saves $9.25/month); one-off: $0.01 early deletion, $0.00 requests" in text
     )
     assert "left as they are" in text
-    assert "s3://ml-artifacts/logs/a|b.log: not due <yet>" in text
+    # two roots: numbered in the header, artifacts shown by their path in theirs
+    assert "root [1] file:///data/scratch/\nroot [2] s3://ml-artifacts/\n" in text
+    assert "[2] logs/a|b.log: not due <yet>" in text
+    assert "s3://ml-artifacts/runs" not in text
+    assert "[2] runs/r2[x]/checkpoint-9000/" in text
     console = Console(record=True, width=200)
     print_table(plan, console)
     assert "checkpoint-1000" in console.export_text()
+
+
+def test_a_one_root_table_shows_paths_in_it_and_no_root_column() -> None:
+    plan = sample_plan()
+    del plan.scans["file:///data/scratch/"]
+    console = Console(record=True, width=80, color_system=None)  # a terminal's default
+    print_table(plan, console)
+    text = console.export_text()
+    assert "root s3://ml-artifacts/\n" in text
+    for path in ("runs/", "tmp/", "logs/", "README"):
+        assert f"s3://ml-artifacts/{path}" not in text
+    assert "tmp/big.bin" in text
+    assert "logs/a|b.log: not due <yet>" in text
+    runs = text[text.index("by run") : text.index("actions  ")]
+    assert "root" not in runs
+    # 80 columns: each reason goes under its artifact instead of a column of its own
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "runs/r2[x]/checkpoint-9000/" in line)
+    assert "checkpoints: long-term tier: final" in lines[at + 1]  # the rule, once
+    assert "residue: stale multipart upload, 9d old" in text
+    assert all(len(line) <= 80 for line in lines)
 
 
 def test_out_suffixes_pick_a_format() -> None:
