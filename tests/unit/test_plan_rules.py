@@ -603,3 +603,51 @@ def test_a_plan_made_as_of_a_time_after_its_creation_is_a_what_if(
     )
     assert plan.actions  # deletes, which need approval
     assert plan.status is status
+
+
+EARLIER_RULE_THEN_TIERS = """
+protect: {min_age: 1d}
+rules:
+  - name: early
+    select: {kind: checkpoint, path: "s3://ml-artifacts/runs/*/checkpoint-1*"}
+    expire: {after: 2d}
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - {name: recent, keep_last: 1}
+      - {name: best, keep: [best], best_metric: {name: eval_loss, mode: min}}
+    otherwise: delete
+"""
+
+
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.COMPLETED])
+def test_an_earlier_rule_cannot_take_a_live_runs_newest_complete_checkpoint(
+    status: RunStatus,
+) -> None:
+    """Invariant 1 holds whichever rule gets the checkpoint (docs/policy.md)."""
+    older = checkpoint(R, 100, 5)
+    newest = checkpoint(R, 150, 4)  # the early rule's glob matches both
+    plan = make_plan([group("a", [older, newest], status)], policy(EARLIER_RULE_THEN_TIERS))
+    assert kinds(plan, older.key) == ["delete"]
+    assert actions_for(plan, newest.key) == []
+    kept = kept_for(plan, newest.key)
+    assert kept is not None
+    assert (kept.rule, kept.how) == ("early", KeptHow.WHOLE)
+    assert kept.reason.startswith("invariant 1: step 150 is the newest complete checkpoint")
+
+
+def test_best_is_chosen_among_the_checkpoints_the_tiered_rule_gets() -> None:
+    """Invariant 7's scope (docs/policy.md): an earlier rule acts on what it matches, the
+    best checkpoint included, and the best tier picks the best of the rest."""
+    taken = checkpoint(R, 100, 5, metrics={"eval_loss": 0.1})
+    runner_up = checkpoint(R, 200, 4, metrics={"eval_loss": 0.5})
+    newest = checkpoint(R, 300, 3, metrics={"eval_loss": 0.9})
+    plan = make_plan(
+        [group("a", [taken, runner_up, newest], RunStatus.COMPLETED)],
+        policy(EARLIER_RULE_THEN_TIERS),
+    )
+    [gone] = actions_for(plan, taken.key)
+    assert (gone.rule, gone.action) == ("early", ActionType.DELETE)
+    best = kept_for(plan, runner_up.key)
+    assert best is not None
+    assert (best.rule, best.tier) == ("checkpoints", "best")
