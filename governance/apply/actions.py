@@ -170,7 +170,9 @@ class ActionRunner:
         self, checks: Sequence[Check], errors: dict[int, str]
     ) -> list[journal.CopiedInPlace]:
         """Copy the storage-class changes' objects onto themselves; returns what each
-        successful copy made, as the store answered (to record in the catalog)."""
+        successful copy made, as the store answered, and what an interrupted apply's
+        copies made, as the re-check found them (to record in the catalog: without them
+        a resumed transition's objects would look as young as their copies)."""
         classes = {c.action.id: in_place_class(c.action) for c in checks}
         targets = {k: v for k, v in classes.items() if v}
         todo = [(c, o) for c in checks if c.action.id in targets for o in c.todo]
@@ -191,6 +193,23 @@ class ActionRunner:
                         r.last_modified,
                         r.version_id,
                         targets[c.action.id],
+                    )
+                )
+        for c in checks:
+            target = targets.get(c.action.id)
+            if target is None:
+                continue
+            for o, now in c.copied_before:
+                copied.append(
+                    journal.CopiedInPlace(
+                        c.action.artifact.root_url,
+                        o.key,
+                        o.size,
+                        o.etag,
+                        now.etag,
+                        now.last_modified,
+                        now.version_id,
+                        target,
                     )
                 )
         return copied

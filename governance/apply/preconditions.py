@@ -49,6 +49,8 @@ class Check:
     action: PlannedAction
     todo: list[ObjectRef] = field(default_factory=list)
     already: list[ObjectRef] = field(default_factory=list)  # done by an interrupted apply
+    copied_before: list[tuple[ObjectRef, ObjectState]] = field(default_factory=list)
+    """Of `already`, the objects an interrupted apply copied in place, as they are now."""
     skip: str | None = None  # the reason, when the action is skipped
     final: bool = False  # a skip that is for good (lock, not applicable)
 
@@ -416,6 +418,7 @@ def _check_one(
             obj.size,
         ):
             check.already.append(obj)  # copied onto itself by an interrupted apply
+            check.copied_before.append((obj, state))
             continue
         change = _changed(obj, state)
         if change:
@@ -427,7 +430,7 @@ def _check_one(
             f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         )
         check.skip = f"stale: {shown} since the plan was made"
-        check.todo, check.already = [], []
+        check.todo, check.already, check.copied_before = [], [], []
     return check
 
 

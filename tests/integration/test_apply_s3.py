@@ -444,3 +444,57 @@ def test_a_transition_keeps_the_content_age_and_the_next_step_counts_from_it(
     [again] = log_actions(now + timedelta(days=20))  # written now: 20 days old
     assert (again["action"], again["storage_class"]) == ("transition", "STANDARD_IA")
     assert _object_row(setup, LOG)[0] is None
+
+
+class DiesAfterCopy:
+    """A store that copies, then dies before apply can record the copy (a kill)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        self._real.copy(*args, **kwargs)
+        raise KeyboardInterrupt
+
+
+def test_a_transition_resumed_after_a_kill_keeps_the_content_age(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """The killed apply copied the log into STANDARD_IA but recorded nothing; the resumed
+    apply finds the copy done and records it as a finished one would, with the content's
+    time beside it (else the log would look as young as its copy)."""
+    upload_tree(s3_bucket)
+    setup = make_setup(tmp_path, moto_server, s3_bucket)
+    written = s3_client.head_object(Bucket=s3_bucket, Key=LOG)["LastModified"]
+    doc = setup.plan()
+    root = f"s3://{s3_bucket}/"
+    opener = StoreOpener([StoreSettings(root, endpoint_url=moto_server)])
+    dying = DiesAfterCopy(opener(root))
+    engine = setup.engine()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            apply_plan(
+                engine, doc["plan_id"], actor="ops", now=datetime.now(UTC),
+                stores=lambda url: dying,
+            )  # fmt: skip
+        head = s3_client.head_object(Bucket=s3_bucket, Key=LOG)
+        assert head["StorageClass"] == "STANDARD_IA"  # the copy happened...
+        assert _object_row(setup, LOG)[0] is None  # ...unrecorded
+        report = apply_plan(
+            engine, doc["plan_id"], actor="ops", now=datetime.now(UTC), stores=opener
+        )
+    finally:
+        engine.dispose()
+    [moved] = [r for r in report.results if r.action_id in _transition_ids(doc)]
+    assert "interrupted apply" in moved.reason
+    content_us, copy_us, etag, storage_class, _ = _object_row(setup, LOG)
+    assert content_us == int(written.timestamp() * 1_000_000)
+    assert copy_us == int(head["LastModified"].timestamp() * 1_000_000)
+    assert (etag, storage_class) == (head["ETag"].strip('"'), "STANDARD_IA")
+
+
+def _transition_ids(doc: dict[str, Any]) -> set[int]:
+    return {a["id"] for a in doc["actions"] if a["action"] == "transition"}
