@@ -8,7 +8,9 @@ bytes scanned in it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 
 from governance.plan.types import ActionType, PlannedAction
 from governance.policy.models import Safety
@@ -39,13 +41,15 @@ def refusal(
         if deleted <= 0:
             continue
         total = total_by_root.get(root, 0)
-        allowed = safety.max_delete_fraction * total
+        # Exact: the fraction as written in the policy (0.29 is not a binary float), so
+        # deleting exactly 29% under 0.29 is within the limit, not "over by 0 B".
+        allowed = Fraction(str(safety.max_delete_fraction)) * total
         if deleted > allowed:
             share = f"{deleted / total:.0%}" if total else "all"
             problems.append(
                 f"root {root}: would delete {format_bytes(deleted)}, {share} of "
                 f"{format_bytes(total)} scanned, over max_delete_fraction "
-                f"{safety.max_delete_fraction:g} by {format_bytes(round(deleted - allowed))}"
+                f"{safety.max_delete_fraction:g} by {format_bytes(math.ceil(deleted - allowed))}"
             )
     if safety.max_delete_bytes is not None:
         total_deleted = sum(deleted_by_root.values())

@@ -373,12 +373,23 @@ def test_seventy_days_on_moves_logs_to_glacier_ir(bucket: Bucket) -> None:
     }
 
 
-def test_safety_limit_refuses_on_s3(bucket: Bucket, tmp_path: Path) -> None:
-    text = bucket.policy.read_text(encoding="utf-8").replace(
-        "max_delete_bytes: 50TiB", "max_delete_bytes: 1KiB"
-    )
+@pytest.mark.parametrize(
+    ("limit", "line", "tight"),
+    [
+        ("max_delete_bytes", "max_delete_bytes: 50TiB", "max_delete_bytes: 1KiB"),
+        ("max_delete_fraction", "max_delete_fraction: 0.5", "max_delete_fraction: 0.01"),
+    ],
+)
+def test_safety_limit_refuses_on_s3(
+    bucket: Bucket, tmp_path: Path, limit: str, line: str, tight: str
+) -> None:
+    """Either limit, tightened, refuses the +5 days plan (which is within both limits of
+    the example policy): exit 3, status refused, the limit and root named, and the plan
+    saved as refused all the same (docs/cli.md)."""
+    text = bucket.policy.read_text(encoding="utf-8")
+    assert text.count(line) == 1
     policy = tmp_path / "tight.yaml"
-    policy.write_text(text, encoding="utf-8")
+    policy.write_text(text.replace(line, tight), encoding="utf-8")
     as_of = (bucket.uploaded + 5 * D).strftime("%Y-%m-%dT%H:%M:%SZ")
     result = govern(
         bucket.catalog, "plan", "--policy", str(policy), "--no-scan", "--as-of", as_of,
@@ -387,5 +398,16 @@ def test_safety_limit_refuses_on_s3(bucket: Bucket, tmp_path: Path) -> None:
     assert result.exit_code == 3, result.stderr
     doc = json.loads(result.stdout)
     assert doc["status"] == "refused"
-    assert "max_delete_bytes" in doc["refusal"]
+    assert f"over {limit} " in doc["refusal"]
+    (other,) = {"max_delete_bytes", "max_delete_fraction"} - {limit}
+    assert other not in doc["refusal"]  # the other limit holds: only this one is named
     assert bucket.base in doc["refusal"]
+    assert doc["actions"]  # listed, not trimmed
+    listed = govern(bucket.catalog, "plans", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    (saved,) = [p for p in json.loads(listed.stdout) if p["plan_id"] == doc["plan_id"]]
+    assert saved["status"] == "refused"
+    shown = govern(bucket.catalog, "show", doc["plan_id"], "--format", "json")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "refused"
+    assert json.loads(shown.stdout)["refusal"] == doc["refusal"]

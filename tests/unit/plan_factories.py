@@ -247,10 +247,11 @@ def checkpoints_of(draw: st.DrawFn, run_key: str) -> list[Artifact]:
 
 
 @st.composite
-def run_groups(draw: st.DrawFn, index: int = 0) -> Group:
-    """One run: checkpoints, maybe logs, residue and a stale upload; any status."""
+def run_groups(draw: st.DrawFn, index: int = 0, prefix: str = "runs/") -> Group:
+    """One run: checkpoints, maybe logs, residue and a stale upload; any status. The run
+    lives at `<prefix>r<index>/`."""
     name = f"r{index}"
-    run_key = f"runs/{name}/"
+    run_key = f"{prefix}{name}/"
     artifacts = draw(checkpoints_of(run_key))
     for j in range(draw(st.integers(0, 2))):
         artifacts.append(
@@ -267,7 +268,7 @@ def run_groups(draw: st.DrawFn, index: int = 0) -> Group:
     status = draw(st.sampled_from(list(RunStatus)))
     if not artifacts:
         artifacts.append(single(f"{run_key}config.yaml", Kind.OTHER, 1 * KiB, 5, run_key=run_key))
-    return group(name, sorted(artifacts, key=lambda a: a.key), status)
+    return group(name, sorted(artifacts, key=lambda a: a.key), status, key=run_key)
 
 
 @st.composite
@@ -276,6 +277,59 @@ def root_groups(draw: st.DrawFn) -> list[Group]:
     groups = [draw(run_groups(i)) for i in range(draw(st.integers(1, 4)))]
     release = single("releases/v1/model.safetensors", Kind.WEIGHTS, 3 * MiB, 200)
     groups.append(group(None, [release]))
+    return groups
+
+
+PROTECTED_PREFIX = "releases/"
+"""Keys under the example policy's `protect.paths` (`s3://ml-artifacts/releases/**`)."""
+
+
+@st.composite
+def dead_run_group(draw: st.DrawFn, index: int, prefix: str = PROTECTED_PREFIX) -> Group:
+    """A failed or abandoned run long past every expiry at `<prefix>r<index>/`: complete
+    and incomplete checkpoints, logs, residue and a stale upload, all 30-400 days old.
+    Anywhere else, the example policy's `failed-runs` rule would delete every one of them."""
+    name = f"r{index}"
+    run_key = f"{prefix}{name}/"
+    artifacts: list[Artifact] = []
+    steps = draw(st.lists(st.integers(0, 40_000), min_size=1, max_size=5, unique=True))
+    for step in steps:
+        artifacts.append(
+            checkpoint(run_key, step, draw(st.integers(30, 400)), complete=draw(st.booleans()),
+                       metrics={"eval_loss": draw(st.sampled_from([0.5, 1.0]))})
+        )  # fmt: skip
+    for j in range(draw(st.integers(1, 2))):
+        artifacts.append(
+            single(f"{run_key}logs/events-{j}.log", Kind.LOG, 300 * KiB,
+                   draw(st.integers(30, 400)), run_key=run_key)
+        )  # fmt: skip
+    if draw(st.booleans()):
+        artifacts.append(
+            single(f"{run_key}tmp-checkpoint-9/x.bin", Kind.RESIDUE, 1 * MiB,
+                   draw(st.integers(30, 400)), run_key=run_key)
+        )  # fmt: skip
+    if draw(st.booleans()):
+        artifacts.append(upload(f"{run_key}upload.bin", 2 * MiB, draw(st.integers(30, 400))))
+    status = draw(st.sampled_from([RunStatus.FAILED, RunStatus.ABANDONED]))
+    return group(name, sorted(artifacts, key=lambda a: a.key), status, key=run_key)
+
+
+@st.composite
+def released_groups(draw: st.DrawFn) -> list[Group]:
+    """`root_groups`, plus runs stored under the protected path `releases/`: one long dead
+    (see `dead_run_group`), 0-2 of any kind (as `run_groups` makes them), and old logs
+    outside any run. Rules would delete or transition most of them, were they not there."""
+    groups = draw(root_groups())
+    groups.append(draw(dead_run_group(10)))
+    for i in range(draw(st.integers(0, 2))):
+        groups.append(draw(run_groups(11 + i, prefix=PROTECTED_PREFIX)))
+    loose = [
+        single(f"{PROTECTED_PREFIX}notes/build-{j}.log", Kind.LOG, 300 * KiB,
+               draw(st.integers(30, 400)))
+        for j in range(draw(st.integers(0, 2)))
+    ]  # fmt: skip
+    if loose:
+        groups.append(group(None, loose))
     return groups
 
 

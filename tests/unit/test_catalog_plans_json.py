@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from governance.catalog.plans import _object_lists, _objects_text
@@ -53,6 +53,7 @@ def _shared_times(refs: list[ObjectRef]) -> list[ObjectRef]:
     ]
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(object_refs(), max_size=4))
 def test_objects_text_is_json_dumps(refs: list[ObjectRef]) -> None:
     for objects in (refs, _shared_times(refs)):
@@ -62,6 +63,7 @@ def test_objects_text_is_json_dumps(refs: list[ObjectRef]) -> None:
         assert json.loads(written) == _object_lists(objects)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(object_refs(), max_size=3), st.sampled_from([True, 1.5]))
 def test_other_value_types_fall_back_to_json_dumps(refs: list[ObjectRef], odd: Any) -> None:
     objects = [*refs, ObjectRef("k", odd, T0, "e")]

@@ -14,26 +14,35 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from governance.model.types import Artifact, Group, Kind, RunStatus
 from governance.plan.build import DEDUPE_NOT_PLANNED, build_plan
-from governance.plan.types import ActionType, Plan
+from governance.plan.types import ActionType, KeptHow, Plan
 from governance.policy import load_policy_text
 from governance.policy.models import Policy
 from tests.unit.plan_factories import (
     AS_OF,
     EXAMPLE_POLICY_PATH,
     OBJECT_ATTRIBUTES,
+    PROTECTED_PREFIX,
     ROOT,
+    KiB,
+    MiB,
+    actions_for,
     checkpoint,
     example_policy,
     group,
     kept_for,
+    kinds,
     make_plan,
+    released_groups,
     root_groups,
+    single,
     snapshot,
+    upload,
 )
 
 POLICY: Policy = example_policy()
@@ -130,19 +139,83 @@ def attributed_groups(draw: st.DrawFn) -> list[Group]:
     return groups
 
 
+PROTECTED_PATH = "s3://ml-artifacts/releases/**"
+assert tuple(POLICY.protect.paths) == (PROTECTED_PATH,), (
+    POLICY.protect.paths
+)  # what `_protected` says
+
+
 @SETTINGS
-@given(st.one_of(root_groups(), attributed_groups()))
+@given(st.one_of(root_groups(), attributed_groups(), released_groups()))
 def test_invariant_2_nothing_protected_is_in_the_plan(groups: list[Group]) -> None:
     plan = make_plan(groups, POLICY)
     touched = {a.artifact.uri for a in plan.actions}
+    for a in plan.actions:  # not one object under the protected path, whatever artifact
+        assert not [u for u in a.object_uris if u.startswith(ROOT + PROTECTED_PREFIX)], a.reason
     for g in groups:
         for art in g.artifacts:
             if _protected(art):
                 assert ROOT + art.key not in touched
+            if art.key.startswith(PROTECTED_PREFIX):
+                kept = kept_for(plan, art.key)
+                assert kept is not None, art.key
+                assert kept.how in (KeptHow.PROTECTED, KeptHow.IN_FLIGHT), (art.key, kept)
         if g.run is not None and g.run.status is RunStatus.RUNNING:
             # protect.run_status: only tiers thin a running run
             uris = {ROOT + a.key for a in g.artifacts}
             assert {a.rule for a in plan.actions if a.artifact.uri in uris} <= {"checkpoints"}
+
+
+def _shielded_tree(prefix: str) -> list[Group]:
+    """Under `prefix`: a failed run last written 400 days ago (checkpoints, an unfinished
+    save, a log, a stale upload) and a completed run whose checkpoints and logs are 100 days
+    old, with old logs outside any run; every one of them due for some rule of the example
+    policy."""
+    dead, done = f"{prefix}dead/", f"{prefix}done/"
+    failed = [
+        checkpoint(dead, 1000, 400, metrics={"eval_loss": 0.5}),
+        checkpoint(dead, 2000, 400),
+        checkpoint(dead, 3000, 400, complete=False),  # residue by now
+        single(f"{dead}logs/train.log", Kind.LOG, 300 * KiB, 400, run_key=dead),
+        upload(f"{dead}upload.bin", 2 * MiB, 400),
+    ]
+    completed = [
+        *(
+            checkpoint(done, s, 100, metrics={"eval_loss": 2000 / s})
+            for s in range(1000, 6001, 1000)
+        ),
+        single(f"{done}logs/train.log", Kind.LOG, 300 * KiB, 100, run_key=done),
+    ]
+    loose = [single(f"{prefix}notes/build.log", Kind.LOG, 300 * KiB, 500)]
+    return [
+        group("dead", failed, RunStatus.FAILED, key=dead),
+        group("done", completed, RunStatus.COMPLETED, key=done),
+        group(None, loose),
+    ]
+
+
+def test_invariant_2_protected_path_shields_what_rules_would_delete_or_move() -> None:
+    """The same tree, due for `failed-runs`, `residue`, the tiers (delete, strip, archive)
+    and `logs` (transition, expire) under runs/, is not in the plan at all under the
+    protected path releases/**: every artifact there is kept as protected, by that path."""
+    control = make_plan(_shielded_tree("runs/"), POLICY)
+    assert {a.action for a in control.actions} == {
+        ActionType.DELETE,
+        ActionType.STRIP,
+        ActionType.ARCHIVE,
+        ActionType.TRANSITION,
+        ActionType.ABORT_UPLOAD,
+    }
+    tree = _shielded_tree(PROTECTED_PREFIX)
+    plan = make_plan(tree, POLICY)
+    assert plan.actions == []
+    assert plan.summary.bytes_deleted == 0
+    for g in tree:
+        for art in g.artifacts:
+            kept = kept_for(plan, art.key)
+            assert kept is not None, art.key
+            assert kept.how is KeptHow.PROTECTED, (art.key, kept)
+            assert kept.reason.startswith(f"protected: under protected path {PROTECTED_PATH}")
 
 
 def _without_dedupe() -> Policy:
@@ -235,27 +308,231 @@ def _best_within(days: int) -> Policy:
 
 
 WINDOWED_BEST = _best_within(20)
+WINDOW = timedelta(days=20)
+"""WINDOWED_BEST's `long-term` tier (keep: [final, best]) sees checkpoints this young."""
+
+
+@st.composite
+def old_best_groups(draw: st.DrawFn) -> list[Group]:
+    """`root_groups` where every run gets one more complete checkpoint, scored as well as
+    or better than any other (eval_loss 0.1, or 0.5: the lowest `checkpoints_of` draws),
+    written 21-120 days ago: beyond WINDOWED_BEST's 20-day window of `best`, and below the
+    run's other steps where it can be (so that often no tier and no other invariant keeps
+    it, and only invariant 7 does)."""
+    out: list[Group] = []
+    for g in draw(root_groups()):
+        if g.run is None:
+            out.append(g)
+            continue
+        run_key = g.run.key
+        step: int | None = None
+        name: str | None = None
+        if any("/ckpt-" in a.key for a in g.artifacts):  # no steps: ordered by time
+            name = "ckpt-best"
+        else:
+            steps = {a.step for a in g.artifacts if a.step is not None}
+            low = min(steps, default=40_001)
+            if low > 0:
+                step = draw(st.integers(0, low - 1))
+            else:
+                step = draw(
+                    st.integers(0, 40_000).filter(lambda s, used=frozenset(steps): s not in used)
+                )
+        best = checkpoint(
+            run_key,
+            step,
+            draw(st.integers(21 * 24, 120 * 24)) / 24,
+            metrics={"eval_loss": draw(st.sampled_from([0.1, 0.5]))},
+            strippable=draw(st.booleans()),
+            name=name,
+        )
+        artifacts = sorted([*g.artifacts, best], key=lambda a: a.key)
+        out.append(group(g.run.name, artifacts, g.run.status, key=run_key))
+    return out
+
+
+def _scored(
+    run: str, *specs: tuple[int | None, float, float], status: RunStatus | None = None
+) -> Group:
+    """A group of complete checkpoints (step or None, age in days, eval_loss); `status`
+    None: checkpoints outside any run, named `ckpt-<i>` (no steps: ordered by time)."""
+    key = f"runs/{run}/"
+    arts = [
+        checkpoint(key, step, age, metrics={"eval_loss": loss},
+                   name=None if step is not None else f"ckpt-{i}")
+        for i, (step, age, loss) in enumerate(specs)
+    ]  # fmt: skip
+    if status is None:
+        return group(None, [dataclasses.replace(a, run=None) for a in arts])
+    return group(run, arts, status)
+
+
+OLD_BEST: dict[str, list[Group]] = {
+    # completed: the best (step 1000) is 60 days old, beyond every tier's window; the
+    # window's own best (step 12000) goes to the long-term tier, the final to `recent`
+    "completed, best beyond every window": [
+        _scored(
+            "a",
+            (1000, 60, 0.5),
+            (2000, 60, 1.0),
+            (12000, 10, 0.9),
+            (14000, 8, 1.25),
+            (16000, 6, 1.25),
+            (18000, 4, 1.25),
+            status=RunStatus.COMPLETED,
+        )
+    ],
+    # running: the best (step 5000, 25 days) is inside `recent`'s 30 days but not among
+    # its newest 3, and not the newest of its 5000-step bucket: only past best's 20 days
+    "running, best inside recent's window only": [
+        _scored(
+            "b",
+            (5000, 25, 0.5),
+            (6000, 22, 1.0),
+            (7000, 5, 1.0),
+            (8000, 4, 1.0),
+            (9000, 3.5, 1.0),
+            status=RunStatus.RUNNING,
+        )
+    ],
+    # outside any run, no steps: ordered by time, the oldest is the best
+    "outside any run, no steps": [
+        _scored(
+            "c",
+            (None, 90, 0.5),
+            (None, 10, 1.25),
+            (None, 8, 1.25),
+            (None, 6, 1.25),
+            (None, 4, 1.25),
+        )
+    ],
+    # a tie for best, both beyond the window: the newer of the two (step 200) is the best
+    "tie beyond the window": [
+        _scored(
+            "d",
+            (100, 50, 0.5),
+            (200, 45, 0.5),
+            (300, 10, 1.0),
+            (400, 8, 1.0),
+            (500, 6, 1.0),
+            (600, 4, 1.0),
+            status=RunStatus.COMPLETED,
+        )
+    ],
+}
+"""Groups whose best checkpoint lies beyond WINDOWED_BEST's window of `best` and that no
+tier keeps: only invariant 7 keeps it (`test_invariant_7_examples_reach_past_the_window`
+checks that they still do)."""
+
+
+def _best_of(g: Group) -> Artifact | None:
+    """The oracle: the best complete checkpoint by eval_loss (min), ties to the newest."""
+    scored = [a for a in _complete(g) if "eval_loss" in a.metrics]
+    if not scored:
+        return None
+    low = min(a.metrics["eval_loss"] for a in scored)
+    ties = [a for a in scored if a.metrics["eval_loss"] == low]
+    return max(ties, key=_order(_complete(g)))
+
+
+def _with_old_best(test: Any) -> Any:
+    for groups in OLD_BEST.values():
+        test = example(groups=groups, which="windowed best")(test)
+    return test
 
 
 @SETTINGS
-@given(root_groups(), st.sampled_from(["example", "windowed best"]))
+@_with_old_best
+@given(st.one_of(root_groups(), old_best_groups()), st.sampled_from(["example", "windowed best"]))
 def test_invariant_7_best_checkpoint_is_never_deleted(groups: list[Group], which: str) -> None:
     plan = make_plan(groups, POLICY if which == "example" else WINDOWED_BEST)
     for g in _live_groups(groups):
-        scored = [a for a in _complete(g) if "eval_loss" in a.metrics]
-        if not scored:
+        best = _best_of(g)
+        if best is None:
             continue
-        low = min(a.metrics["eval_loss"] for a in scored)
-        ties = [a for a in scored if a.metrics["eval_loss"] == low]
-        best = max(ties, key=_order(_complete(g)))
         assert not _deleted(plan, best)
-        assert kept_for(plan, best.key) is not None
+        kept = kept_for(plan, best.key)
+        assert kept is not None
+        if kept.reason.startswith("invariant 7:"):
+            # only past the window of a tier with a max_age: without one, the tier sees all
+            assert which == "windowed best"
+            assert AS_OF - best.last_modified > WINDOW
+            assert (kept.rule, kept.tier, kept.how) == ("checkpoints", "long-term", KeptHow.WHOLE)
+            assert actions_for(plan, best.key) == []
+
+
+@pytest.mark.parametrize("name", list(OLD_BEST))
+def test_invariant_7_examples_reach_past_the_window(name: str) -> None:
+    """The explicit examples of the property above do test invariant 7 beyond the window:
+    only the invariant keeps their best (the example policy's unwindowed tier keeps it
+    itself, stripped and archived)."""
+    (g,) = OLD_BEST[name]
+    best = _best_of(g)
+    assert best is not None
+    assert AS_OF - best.last_modified > WINDOW
+    kept = kept_for(make_plan([g], WINDOWED_BEST), best.key)
+    assert kept is not None
+    assert kept.reason.startswith("invariant 7:"), kept.reason
+    unwindowed = kept_for(make_plan([g], POLICY), best.key)
+    assert unwindowed is not None
+    assert (unwindowed.tier, unwindowed.how) == ("long-term", KeptHow.ARCHIVED)
+
+
+@pytest.mark.parametrize("status", [RunStatus.COMPLETED, RunStatus.RUNNING, RunStatus.UNKNOWN])
+def test_invariant_7_best_older_than_the_best_tiers_max_age_is_kept_whole(
+    status: RunStatus,
+) -> None:
+    """The run's best (step 1000, 60 days old) is outside every tier's window under
+    WINDOWED_BEST (recent and mid-term: 30 days, long-term: 20): the tiers select nothing
+    and `otherwise: delete` would delete it, as it deletes step 2000, as old and worse.
+    Invariant 7 keeps it whole instead, in the long-term tier's name; that tier still keeps
+    the best of its own window (step 12000), stripped and archived as it says."""
+    [g] = OLD_BEST["completed, best beyond every window"]
+    g = group("a", g.artifacts, status)
+    best, twin, window_best = (f"runs/a/checkpoint-{s}/" for s in (1000, 2000, 12000))
+    plan = make_plan([g], WINDOWED_BEST)
+    assert actions_for(plan, best) == []
+    kept = kept_for(plan, best)
+    assert kept is not None
+    assert (kept.rule, kept.tier, kept.how) == ("checkpoints", "long-term", KeptHow.WHOLE)
+    assert kept.reason == (
+        "invariant 7: step 1000 has the best eval_loss (0.5, min) of all the run's "
+        "checkpoints (the long-term tier keeps best), kept whole instead of: checkpoints: "
+        "step 1000 is not kept by any tier (recent, mid-term, long-term); otherwise: delete"
+    )
+    assert kinds(plan, twin) == ["delete"]
+    assert kept_for(plan, twin) is None
+    assert kinds(plan, window_best) == ["strip", "archive"]
+    by_window = kept_for(plan, window_best)
+    assert by_window is not None
+    assert (by_window.tier, by_window.how) == ("long-term", KeptHow.ARCHIVED)
+    assert by_window.reason.startswith("long-term tier: step 12000 has the best eval_loss (0.9")
+    # without the window the tier sees step 1000 itself: no invariant needed
+    plain = kept_for(make_plan([g], POLICY), best)
+    assert plain is not None
+    assert (plain.tier, plain.how) == ("long-term", KeptHow.ARCHIVED)
+    assert plain.reason.startswith("long-term tier: step 1000 has the best eval_loss")
+
+
+def _newest_incomplete(complete_ages: tuple[float, ...]) -> Group:
+    """A running run: complete checkpoints at steps 100, 200, ... (`complete_ages` days
+    old), and four newer incomplete saves (in flight, 5 hours old) above them."""
+    r = "runs/a/"
+    complete = [checkpoint(r, 100 * (i + 1), age) for i, age in enumerate(complete_ages)]
+    top = 100 * len(complete_ages)
+    flying = [checkpoint(r, top + 100 * i, 0.2, complete=False) for i in range(1, 5)]
+    return group("a", [*complete, *flying], RunStatus.RUNNING)
 
 
 @SETTINGS
+@example(groups=[_newest_incomplete((10, 9, 8, 7))])
+@example(groups=[_newest_incomplete((2.9, 2.5, 2, 1.5))])  # inside protect.min_age
+@example(groups=[_newest_incomplete((40, 35, 8))])  # only one within 30 days
 @given(root_groups())
 def test_invariant_8_incomplete_never_counted_as_keep_last(groups: list[Group]) -> None:
-    """The `recent` tier keeps the 3 highest complete checkpoints within 30 days."""
+    """The `recent` tier keeps the 3 highest complete checkpoints within 30 days, whole
+    (incomplete ones, however new, take none of the 3 places). One that a protection
+    (min_age, tags) keeps is kept as protected, and still counted by the tier."""
     plan = make_plan(groups, POLICY)
     for g in _live_groups(groups):
         recent = [a for a in _complete(g) if AS_OF - a.last_modified <= timedelta(days=30)]
@@ -263,9 +540,19 @@ def test_invariant_8_incomplete_never_counted_as_keep_last(groups: list[Group]) 
             assert not _deleted(plan, art)
             kept = kept_for(plan, art.key)
             assert kept is not None
+            if kept.how is KeptHow.PROTECTED:
+                assert kept.reason.startswith("protected: "), kept.reason
+                assert kept.reason.endswith("; counted by the recent tier"), kept.reason
+                assert kept.tier is None
+            else:
+                assert (kept.rule, kept.tier, kept.how) == ("checkpoints", "recent", KeptHow.WHOLE)
+            assert actions_for(plan, art.key) == []
 
 
 def test_invariant_8_newest_incomplete_keeps_newest_complete() -> None:
+    """Outside every max_age no tier keeps the newest complete checkpoint (it is not the
+    `recent` tier's: 40 days > 30): invariant 1 keeps it, whole and where it is (the run is
+    running), in the name of the rule that owns it."""
     r = "runs/a/"
     complete = [checkpoint(r, s, 40) for s in (100, 200)]  # outside every max_age
     flying = [checkpoint(r, s, 0.2, complete=False) for s in (300, 400, 500, 600)]
@@ -273,12 +560,58 @@ def test_invariant_8_newest_incomplete_keeps_newest_complete() -> None:
     kept = kept_for(plan, complete[1].key)
     assert kept is not None
     assert not _deleted(plan, complete[1])
-    assert kept.reason.startswith("invariant 1:")
+    assert kept.reason.startswith("invariant 1: step 200 is the newest complete checkpoint")
+    assert (kept.rule, kept.tier, kept.how) == ("checkpoints", None, KeptHow.WHOLE)
+    assert actions_for(plan, complete[1].key) == []  # not stripped or archived either
     assert _deleted(plan, complete[0])
     for f in flying:
         k = kept_for(plan, f.key)
         assert k is not None
-        assert k.how.value == "in_flight"
+        assert k.how is KeptHow.IN_FLIGHT
+
+
+@pytest.mark.parametrize(
+    ("ages", "how"),
+    [((10, 9, 8, 7), KeptHow.WHOLE), ((2.9, 2.5, 2, 1.5), KeptHow.PROTECTED)],
+    ids=["past min_age", "inside min_age"],
+)
+def test_invariant_8_newest_incomplete_takes_no_recent_place(
+    ages: tuple[float, ...], how: KeptHow
+) -> None:
+    """Within 30 days, the newest complete checkpoint below four incomplete saves is the
+    `recent` tier's (with the next two): kept whole by the tier, or, while inside
+    protect.min_age, kept as protected and counted by the tier. The fourth complete one,
+    in the same 5000-step bucket and without a metric, is deleted once old enough."""
+    g = _newest_incomplete(ages)
+    plan = make_plan([g], POLICY)
+    newest3 = [f"runs/a/checkpoint-{s}/" for s in (400, 300, 200)]
+    for key in newest3:
+        assert actions_for(plan, key) == []
+        kept = kept_for(plan, key)
+        assert kept is not None
+        assert (kept.rule, kept.how) == ("checkpoints", how)
+        if how is KeptHow.WHOLE:
+            assert kept.tier == "recent"
+            assert kept.reason.startswith("recent tier: step ")
+            assert "is one of the newest 3 complete checkpoints within 30d; kept whole" in (
+                kept.reason
+            )
+        else:
+            assert kept.tier is None
+            assert kept.reason.startswith("protected: last written ")
+            assert kept.reason.endswith("inside protect.min_age 3d; counted by the recent tier")
+    fourth = "runs/a/checkpoint-100/"
+    if how is KeptHow.WHOLE:
+        assert kinds(plan, fourth) == ["delete"]
+    else:
+        kept = kept_for(plan, fourth)
+        assert kept is not None
+        assert kept.how is KeptHow.PROTECTED
+        assert "counted by" not in kept.reason  # no tier selects it
+    for key in (f"runs/a/checkpoint-{s}/" for s in (500, 600, 700, 800)):
+        flying = kept_for(plan, key)
+        assert flying is not None
+        assert flying.how is KeptHow.IN_FLIGHT
 
 
 def test_groups_are_consumed_as_a_stream() -> None:

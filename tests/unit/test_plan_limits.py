@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from governance.policy.models import Safety
 from tests.unit.plan_factories import (
     ROOT,
     GiB,
+    MiB,
     checkpoint,
     example_policy,
     group,
@@ -20,6 +22,7 @@ from tests.unit.plan_factories import (
     root_groups,
     single,
     snapshot,
+    upload,
 )
 
 EXPIRE = """
@@ -168,3 +171,127 @@ def test_invariant_4_a_plan_over_a_limit_is_refused_whole(
         assert f"root {root}: would delete" in plan.refusal
     assert ("over max_delete_fraction" in plan.refusal) == bool(over_fraction)
     assert ("over max_delete_bytes" in plan.refusal) == over_bytes
+
+
+# ----------------------------------------------------------------------------- boundaries
+
+
+def _sized(*sizes: int) -> list[Artifact]:
+    """Datasets of exactly these sizes (10 days old: `EXPIRE` deletes every one)."""
+    return [single(f"data/{i}.bin", Kind.DATASET, size, 10) for i, size in enumerate(sizes)]
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["exactly the fraction", "one byte more"])
+def test_max_delete_fraction_boundary(extra: int) -> None:
+    """0.5 of 100 GiB scanned allows 50 GiB: deleting exactly that is within the limit
+    (the spec refuses a plan *above* it), one byte more is refused, by 1 B."""
+    root = snapshot([group(None, _sized(*[10 * GiB] * 4, 10 * GiB + extra))], total_bytes=100 * GiB)
+    plan = make_plan([root], policy(EXPIRE + "safety: {max_delete_fraction: 0.5}\n"))
+    assert sum(a.bytes for a in plan.actions) == 50 * GiB + extra
+    assert len(plan.actions) == 5  # never trimmed
+    if not extra:
+        assert plan.status is PlanStatus.PENDING_APPROVAL
+        assert plan.refusal is None
+        return
+    assert plan.status is PlanStatus.REFUSED
+    assert plan.refusal == (
+        "root s3://ml-artifacts/: would delete 50 GiB, 50% of 100 GiB scanned, "
+        "over max_delete_fraction 0.5 by 1 B"
+    )
+
+
+@pytest.mark.parametrize("percent", [29, 57, 58])
+def test_max_delete_fraction_exactly_a_decimal_fraction_is_within(percent: int) -> None:
+    """Deleting exactly the fraction written in the policy (29% with 0.29) is not above it.
+    (0.5 above is exact in binary; most decimal fractions are not.)"""
+    root = snapshot([group(None, _sized(percent * GiB))], total_bytes=100 * GiB)
+    plan = make_plan([root], policy(EXPIRE + f"safety: {{max_delete_fraction: 0.{percent}}}\n"))
+    assert plan.refusal is None
+    assert plan.status is PlanStatus.PENDING_APPROVAL
+
+
+@pytest.mark.parametrize("percent", [29, 57, 58])
+def test_max_delete_fraction_one_byte_over_a_decimal_fraction_is_refused(percent: int) -> None:
+    root = snapshot([group(None, _sized(percent * GiB + 1))], total_bytes=100 * GiB)
+    plan = make_plan([root], policy(EXPIRE + f"safety: {{max_delete_fraction: 0.{percent}}}\n"))
+    assert plan.status is PlanStatus.REFUSED
+    assert plan.refusal is not None
+    assert f"over max_delete_fraction 0.{percent} by 1 B" in plan.refusal
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["exactly the limit", "one byte more"])
+def test_max_delete_bytes_boundary(extra: int) -> None:
+    """max_delete_bytes 25GiB: deleting exactly 25 GiB is within the limit, one byte more
+    is refused, by 1 B (the fraction is 1: only the byte limit can refuse)."""
+    root = snapshot([group(None, _sized(10 * GiB, 10 * GiB, 5 * GiB + extra))])
+    safety = "safety: {max_delete_bytes: 25GiB, max_delete_fraction: 1}\n"
+    plan = make_plan([root], policy(EXPIRE + safety))
+    assert sum(a.bytes for a in plan.actions) == 25 * GiB + extra
+    assert len(plan.actions) == 3
+    if not extra:
+        assert plan.status is PlanStatus.PENDING_APPROVAL
+        assert plan.refusal is None
+        return
+    assert plan.status is PlanStatus.REFUSED
+    assert plan.refusal == (
+        "would delete 25 GiB (root s3://ml-artifacts/: 25 GiB), over max_delete_bytes 25 GiB by 1 B"
+    )
+
+
+STALE_UPLOADS = """
+protect: {min_age: 1d}
+rules:
+  - name: residue
+    select: {kind: residue}
+    expire: {after: 2d}
+"""
+
+
+def _uploads_only(total: int | None = None) -> RootSnapshot:
+    """Three stale multipart uploads of 5 MiB (15 MiB in all) and nothing else."""
+    uploads = [upload(f"scratch/shard-{i}.tar", 5 * MiB, 10) for i in range(3)]
+    return snapshot([group(None, uploads)], total_bytes=total)
+
+
+def _only_aborts(plan: Plan) -> None:
+    assert len(plan.actions) == 3
+    assert {a.action for a in plan.actions} == {ActionType.ABORT_UPLOAD}
+    assert all(a.destructive for a in plan.actions)
+    assert plan.summary.bytes_deleted == 15 * MiB
+
+
+@pytest.mark.parametrize(
+    ("limit", "refusal"),
+    [
+        ("15MiB", None),
+        ("10MiB", "would delete 15 MiB (root s3://ml-artifacts/: 15 MiB), "
+                  "over max_delete_bytes 10 MiB by 5 MiB"),
+    ],
+    ids=["at the limit", "over"],
+)  # fmt: skip
+def test_abort_upload_bytes_count_toward_max_delete_bytes(limit: str, refusal: str | None) -> None:
+    safety = f"safety: {{max_delete_bytes: {limit}, max_delete_fraction: 1}}\n"
+    plan = make_plan([_uploads_only()], policy(STALE_UPLOADS + safety))
+    _only_aborts(plan)
+    assert plan.refusal == refusal
+    assert plan.status is (PlanStatus.PENDING_APPROVAL if refusal is None else PlanStatus.REFUSED)
+
+
+@pytest.mark.parametrize(
+    ("scanned", "refusal"),
+    [
+        (30 * MiB, None),
+        (20 * MiB, "root s3://ml-artifacts/: would delete 15 MiB, 75% of 20 MiB scanned, "
+                   "over max_delete_fraction 0.5 by 5 MiB"),
+    ],
+    ids=["at the limit", "over"],
+)  # fmt: skip
+def test_abort_upload_bytes_count_toward_max_delete_fraction(
+    scanned: int, refusal: str | None
+) -> None:
+    plan = make_plan(
+        [_uploads_only(scanned)], policy(STALE_UPLOADS + "safety: {max_delete_fraction: 0.5}\n")
+    )
+    _only_aborts(plan)
+    assert plan.refusal == refusal
+    assert plan.status is (PlanStatus.PENDING_APPROVAL if refusal is None else PlanStatus.REFUSED)
