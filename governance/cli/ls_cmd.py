@@ -9,9 +9,24 @@ import click
 from governance.catalog.derived import ensure_classified
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json_array, format_option, stdout_console
+from governance.errors import ArgumentError
 from governance.storage import normalize_url
 
 TABLE_LIMIT = 2000
+
+
+def _known_root(app: AppContext, root_url: str | None) -> str | None:
+    """`--root` as the catalog spells it; a root the catalog does not hold is a mistyped
+    argument (an empty listing would read as "nothing there")."""
+    if not root_url:
+        return None
+    from governance.catalog.roots import find_root, list_roots
+
+    url = normalize_url(root_url)
+    if find_root(app.engine, url) is None:
+        known = ", ".join(r.url for r in list_roots(app.engine)) or "none yet: run `govern scan`"
+        raise ArgumentError(f"--root {root_url}: not a root in the catalog (roots: {known})")
+    return url
 
 
 @click.group()
@@ -28,7 +43,7 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
     """Objects in the catalog."""
     from governance.catalog.queries import iter_object_rows
 
-    url = normalize_url(root_url) if root_url else None
+    url = _known_root(app, root_url)
     rows = iter_object_rows(app.engine, url, include_gone=include_gone)
     if fmt == "json":
         emit_json_array(rows)
@@ -71,7 +86,7 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     from governance.catalog.queries import iter_run_rows
     from governance.policy.units import format_bytes
 
-    url = normalize_url(root_url) if root_url else None
+    url = _known_root(app, root_url)
     ensure_classified(app.engine, datetime.now(UTC), url)
     rows = iter_run_rows(app.engine, url)
     if fmt == "json":
@@ -115,7 +130,7 @@ def ls_artifacts(
     from governance.catalog.queries import iter_artifact_rows
     from governance.policy.units import format_bytes
 
-    url = normalize_url(root_url) if root_url else None
+    url = _known_root(app, root_url)
     ensure_classified(app.engine, datetime.now(UTC), url)
     rows = iter_artifact_rows(app.engine, url, run_glob, kind)
     if fmt == "json":

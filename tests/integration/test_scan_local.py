@@ -176,6 +176,26 @@ def test_cli_scan_and_ls_objects_json(tmp_path: Path) -> None:
     assert [r["uri"] for r in rows] == sorted(r["uri"] for r in rows)
 
 
+@pytest.mark.parametrize("what", ["objects", "runs", "artifacts"])
+def test_cli_ls_of_a_root_not_in_the_catalog_is_bad_input(tmp_path: Path, what: str) -> None:
+    """`ls --root` with a root never scanned (a typo) says so, naming the known roots,
+    rather than listing nothing as if the root were empty."""
+    root = tmp_path / "data"
+    _tree(root, n=1)
+    catalog = f"sqlite:///{tmp_path / 'cat.db'}"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--catalog", catalog, "scan", "--root", str(root)]).exit_code == 0
+    args = ["--catalog", catalog, "ls", what, "--format", "json", "--root"]
+    found = runner.invoke(cli, [*args, str(root)])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)
+    typo = runner.invoke(cli, [*args, str(tmp_path / "dta")])
+    assert typo.exit_code == 2
+    assert typo.stdout == ""
+    assert "dta: not a root in the catalog" in typo.stderr
+    assert root.resolve().as_uri() + "/" in typo.stderr
+
+
 def test_cli_scan_of_missing_root_exits_2_with_one_message(tmp_path: Path) -> None:
     catalog = f"sqlite:///{tmp_path / 'cat.db'}"
     result = CliRunner().invoke(
