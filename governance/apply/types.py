@@ -243,6 +243,11 @@ class StoreOpener:
         bucket = _bucket(url)
         return next((r for r in self._roots if bucket and _bucket(r.url) == bucket), None)
 
+    def covers(self, root_url: str) -> bool:
+        """Whether a configured root holds `root_url` (it or a folder above it)."""
+        url = normalize_url(root_url)
+        return any(url.startswith(root.url) for root in self._roots)
+
     def __call__(self, url: str) -> Store:
         normalized = normalize_url(url)
         with self._lock:

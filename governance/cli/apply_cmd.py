@@ -25,7 +25,7 @@ from governance.cli.output import (
     format_option,
     stdout_console,
 )
-from governance.errors import EXIT_FAILED, EXIT_REFUSED
+from governance.errors import EXIT_FAILED, EXIT_REFUSED, ArgumentError
 
 if TYPE_CHECKING:
     from governance.apply import ExecutionReport, RestoreReport, StoreOpener
@@ -38,16 +38,32 @@ policy_option = click.option(
 )
 
 
-def _opener(app: AppContext, policy_path: Path | None) -> StoreOpener:
+def _opener(app: AppContext, policy_path: Path | None, plan_id: str) -> StoreOpener:
+    """The stores for the plan's roots, with the endpoints and credentials of `--policy`.
+
+    A policy none of whose storage roots covers a root of the plan is the wrong policy
+    (its endpoints would be silently replaced by defaults): refused before any change."""
     from governance.apply import StoreOpener, StoreSettings
 
     roots: list[StoreSettings] = []
-    if policy_path is not None:
-        from governance.policy import load_policy
+    if policy_path is None:
+        return StoreOpener(roots, concurrency=app.settings.concurrency)
+    from governance.catalog.plans import load_plan_header
+    from governance.policy import load_policy
 
-        policy = load_policy(policy_path)
-        roots = [StoreSettings(r.url, r.endpoint_url, r.profile, r.region) for r in policy.storage]
-    return StoreOpener(roots, concurrency=app.settings.concurrency)
+    policy = load_policy(policy_path)
+    roots = [StoreSettings(r.url, r.endpoint_url, r.profile, r.region) for r in policy.storage]
+    opener = StoreOpener(roots, concurrency=app.settings.concurrency)
+    uncovered = [
+        url for url in load_plan_header(app.engine, plan_id).scans if not opener.covers(url)
+    ]
+    if uncovered:
+        raise ArgumentError(
+            f"--policy {policy_path}: no storage root of it holds plan {plan_id}'s "
+            f"root(s) {', '.join(sorted(uncovered))}; give the policy the plan was made "
+            "with, or none for default endpoints and credentials"
+        )
+    return opener
 
 
 @click.command()
@@ -91,7 +107,7 @@ def apply(
         plan_id,
         actor=app.settings.identity,
         now=datetime.now(UTC),
-        stores=_opener(app, policy_path),
+        stores=_opener(app, policy_path, plan_id),
         only_non_destructive=only_non_destructive,
         dry_run=dry_run,
         yes=yes,
@@ -168,7 +184,7 @@ def restore(
         plan_id,
         actor=app.settings.identity,
         now=datetime.now(UTC),
-        stores=_opener(app, policy_path),
+        stores=_opener(app, policy_path, plan_id),
         uris=uris,
         concurrency=app.settings.concurrency,
         dry_run=dry_run,

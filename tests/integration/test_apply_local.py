@@ -462,3 +462,25 @@ def test_a_quarantine_inside_the_root_is_never_planned(tmp_path: Path) -> None:
     assert not [o.key for o in seen if o.key.startswith("trash/")]
     outside = [p for p in storage.rglob("*") if p.is_file() and trash not in p.parents]
     assert sum(o.size for o in seen) == sum(p.stat().st_size for p in outside)
+
+
+def test_apply_with_a_policy_not_holding_the_plans_root_changes_nothing(
+    tree: tuple[Setup, Path], tmp_path: Path
+) -> None:
+    """`--policy` gives apply its endpoints and credentials: one whose roots do not hold
+    the plan's root is the wrong file (its settings would silently not apply), refused
+    with exit 2 before any change; for restore likewise."""
+    setup, storage = tree
+    doc = setup.plan()
+    other = tmp_path / "other.yaml"
+    other.write_text(policy_text(str(tmp_path / "elsewhere")))
+    before = snapshot(storage)
+    for command in ("apply", "restore"):
+        result = govern(setup.catalog, command, doc["plan_id"], "--policy", str(other))
+        assert result.exit_code == 2, (command, result.stderr)
+        assert f"--policy {other}: no storage root of it holds plan" in result.stderr
+        assert storage.resolve().as_uri() + "/" in result.stderr
+    assert snapshot(storage) == before
+    assert setup.status(doc["plan_id"]) == "approved"
+    setup.apply(doc["plan_id"])  # the plan's own policy holds it
+    assert snapshot(storage) != before
