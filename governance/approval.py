@@ -149,6 +149,16 @@ def rules_of(controls: dict[str, Any] | None, plan_id: str = "") -> Approval:
         raise CatalogError(f"plan {plan_id}: its frozen approval rules are invalid: {exc}") from exc
 
 
+def same_identity(a: str, b: str) -> bool:
+    """Whether two identities are one person: `root` and `ROOT` (or ` alice`) are, or
+    separation of duties and "an identity counts once" could be had by changing case."""
+    return a.strip().casefold() == b.strip().casefold()
+
+
+def _among(actor: str, identities: Sequence[str]) -> bool:
+    return any(same_identity(actor, other) for other in identities)
+
+
 def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> ApprovalState:
     """The effective state from the plan, its decisions (oldest first) and the time. Pure."""
     rules = facts.rules
@@ -162,12 +172,12 @@ def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> Ap
     approved_at: datetime | None = None
     stale = 0
     for d in decisions:
-        if d.decision != APPROVE or d.actor in approvers:
+        if d.decision != APPROVE or _among(d.actor, approvers):
             continue
         if d.fingerprint != facts.fingerprint:
             stale += 1
             continue
-        if d.actor == facts.created_by and not rules.allow_self_approval:
+        if same_identity(d.actor, facts.created_by) and not rules.allow_self_approval:
             continue
         approvers.append(d.actor)
         if len(approvers) == needed:
@@ -372,12 +382,12 @@ def approve(
             )
         if state.needed == 0:
             return _note(state, "no action in this plan needs approval; nothing recorded")
-        if actor == facts.created_by and not facts.rules.allow_self_approval:
+        if same_identity(actor, facts.created_by) and not facts.rules.allow_self_approval:
             raise ApprovalError(
                 f"{actor} made plan {plan_id} and the policy does not allow self-approval "
                 "(approval.allow_self_approval: false): another identity must approve it"
             )
-        if actor in state.approvers:
+        if _among(actor, state.approvers):
             return _note(
                 state,
                 f"{actor} has already approved this plan; an identity counts once "

@@ -93,10 +93,12 @@ def test_approval_expires_and_marks_the_plan_expired(engine: Engine) -> None:
     assert audit.verify(engine).ok
 
 
-def test_self_approval_is_refused_unless_allowed(engine: Engine) -> None:
+@pytest.mark.parametrize("me", ["alice", "ALICE", " Alice"])
+def test_self_approval_is_refused_unless_allowed(engine: Engine, me: str) -> None:
+    """Also when the maker's name is typed in another case (`--as ROOT` for `root`)."""
     plan = _save(engine)
-    with pytest.raises(ApprovalError, match=r"alice made plan .* self-approval"):
-        approve(engine, PID, actor="alice", comment=None, now=_t(plan, 1))
+    with pytest.raises(ApprovalError, match=rf"{me} made plan .* self-approval"):
+        approve(engine, PID, actor=me, comment=None, now=_t(plan, 1))
     assert approval_state(engine, PID, _t(plan, 1)).approvers == ()
     assert audit.events(engine, PID) == []
 
@@ -119,6 +121,10 @@ def test_two_approvers_and_the_same_person_twice_counts_once(engine: Engine) -> 
         ApprovalError, match=r"needs 1 more approver\(s\) \(approved by bob, 1 of 2"
     ):
         check_applicable(engine, PID, now=_t(plan, 3), destructive=True)
+
+    shouted = approve(engine, PID, actor="BOB", comment="in caps", now=_t(plan, 2.5))
+    assert shouted.approvers == ("bob",)  # one person, whatever the case
+    assert any("counts once" in r for r in shouted.reasons)
 
     done = approve(engine, PID, actor="carol", comment=None, now=_t(plan, 4))
     assert done.applicable
@@ -370,3 +376,26 @@ def test_plans_are_read_with_their_effective_status(engine: Engine) -> None:
     # reading wrote nothing
     assert load_plan_header(engine, PID).status is PlanStatus.APPROVED
     assert [e.event for e in audit.events(engine, PID)] == ["approve"]
+
+
+def test_recorded_approvals_differing_only_in_case_count_once() -> None:
+    """Decisions already in the catalog (say, recorded by an older govern) by `bob` and
+    `BOB`, and one by the maker in capitals, make one approver of two, not two."""
+    from governance.approval import Decision, PlanFacts, derive
+    from governance.policy.models import Approval
+
+    t = datetime(2026, 11, 30, 2, 0)
+    facts = PlanFacts(
+        plan_id=PID, fingerprint="sha256:f", status=PlanStatus.PENDING_APPROVAL, created_at=t,
+        created_by="alice", refusal=None, rules=Approval(approvers=2),
+        kinds=frozenset({("delete", True)}),
+    )  # fmt: skip
+    decisions = [
+        Decision("approve", who, "sha256:f", None, t + timedelta(hours=i))
+        for i, who in enumerate(["bob", "BOB", "Alice", " bob "], start=1)
+    ]
+    state = derive(facts, decisions, t + timedelta(hours=5))
+    assert state.approvers == ("bob",)
+    assert not state.applicable
+    carol = Decision("approve", "carol", "sha256:f", None, t + timedelta(hours=6))
+    assert derive(facts, [*decisions, carol], t + timedelta(hours=7)).applicable
