@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from json import loads
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -29,9 +30,9 @@ from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
     PlanRow,
-    datetime_from_us,
 )
 from governance.errors import CatalogError, UnknownPlanError
+from governance.heap import settled_collections
 from governance.plan.types import (
     ActionType,
     ArtifactRef,
@@ -344,13 +345,12 @@ def summary_from_dict(data: dict[str, Any]) -> PlanSummary:
 def load_plan(engine: Engine, plan_id: str) -> Plan:
     """The whole plan, actions in id order and kept artifacts in saved order."""
     header = load_plan_header(engine, plan_id)
+    actions: list[PlannedAction] = []
+    with settled_collections() as settle:
+        for batch in _action_batches(engine, _action_select(plan_id), 2_000):
+            actions += batch
+            settle()
     with engine.connect() as conn:
-        actions = [
-            _action_from_row(row)
-            for row in conn.execute(
-                select(_A).where(_A.c.plan_id == plan_id).order_by(_A.c.action_id)
-            ).mappings()
-        ]
         kept = [
             _kept_from_row(row)
             for row in conn.execute(
@@ -384,16 +384,101 @@ def iter_actions(
     walked in bounded memory."""
     after = -1
     while True:
-        query = select(_A).where(_A.c.plan_id == plan_id, _A.c.action_id > after)
-        if action is not None:
-            query = query.where(_A.c.action == action)
-        with engine.connect() as conn:
-            rows = conn.execute(query.order_by(_A.c.action_id).limit(page)).mappings()
-            actions = [_action_from_row(row) for row in rows.all()]  # one fetch per page
+        query = _action_select(plan_id, after=after, action=action).limit(page)
+        actions = [a for batch in _action_batches(engine, query, page) for a in batch]
         yield from actions
         if len(actions) < page:
             return
         after = actions[-1].id
+
+
+_READ_COLUMNS = (
+    "action_id",
+    "rule",
+    "tier",
+    "action",
+    "destructive",
+    "artifact_uri",
+    "artifact_kind",
+    "artifact_run",
+    "artifact_step",
+    "root_url",
+    "storage_class",
+    "dest_url",
+    "reason",
+    "early_deletion_usd",
+    "request_cost_usd",
+    "monthly_cost_before_usd",
+    "monthly_cost_after_usd",
+    "objects",
+    "plan_id",
+)
+
+
+def _action_select(plan_id: str, *, after: int = -1, action: str | None = None) -> Any:
+    """The actions' columns (`_READ_COLUMNS` order), in id order, after id `after`."""
+    query = select(*(_A.c[name] for name in _READ_COLUMNS)).where(
+        _A.c.plan_id == plan_id, _A.c.action_id > after
+    )
+    if action is not None:
+        query = query.where(_A.c.action == action)
+    return query.order_by(_A.c.action_id)
+
+
+def _action_batches(engine: Engine, query: Any, chunk: int) -> Iterator[list[PlannedAction]]:
+    """The actions `query` selects, `chunk` rows at a time. On SQLite the rows come from
+    the driver's cursor as plain tuples, `objects` as its JSON text: Core's Row and JSON
+    processing per row cost several times what reading it does (a large plan has
+    hundreds of thousands)."""
+    if engine.dialect.name == "sqlite" and engine.dialect.driver == "pysqlite":
+        from governance.catalog.queries import sqlite_chunks
+
+        for rows in sqlite_chunks(engine, query, chunk):
+            yield _actions_from_rows(rows)
+        return
+    with engine.connect() as conn:
+        result = conn.execute(query)
+        while rows := result.fetchmany(chunk):
+            yield _actions_from_rows(rows)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ACTION_TYPES: dict[str, ActionType] = {kind.value: kind for kind in ActionType}
+
+
+def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
+    """Actions from rows in `_READ_COLUMNS` order (`objects` decoded or as JSON text), in
+    one loop: objects of one action written at the same microsecond share a datetime."""
+    out: list[PlannedAction] = []
+    append = out.append
+    kinds = _ACTION_TYPES
+    epoch, micros = _EPOCH, timedelta
+    for (
+        action_id, rule, tier, kind, destructive, uri, art_kind, run, step, root, sc_to, dest,
+        reason, early, request, before, after, stored, plan_id,
+    ) in rows:  # fmt: skip
+        objects: list[ObjectRef] = []
+        last_us: int | None = None
+        when = epoch
+        for key, size, etag, lm, sc, vid, upload, obj_uri in (
+            loads(stored) if isinstance(stored, str) else stored
+        ):
+            if obj_uri is not None and obj_uri != root + key:  # no plan is made so
+                raise CatalogError(
+                    f"plan {plan_id} action {action_id}: object {obj_uri} is not under the "
+                    f"action's root {root}; the catalog's plan is damaged"
+                )
+            if lm != last_us:
+                last_us, when = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
+            objects.append(ObjectRef(key, size, when, etag, sc, vid, upload))
+        artifact = ArtifactRef(uri, art_kind, run, step, root)
+        action_type = kinds.get(kind) or ActionType(kind)
+        planned = PlannedAction(
+            action_id, rule, tier, action_type, bool(destructive), artifact, objects,
+            reason, sc_to, dest, early, request, before, after,
+        )  # fmt: skip
+        append(planned)
+    return out
 
 
 def action_counts(engine: Engine, plan_id: str) -> dict[str, int]:
@@ -466,40 +551,6 @@ def _header_from_row(row: Any) -> PlanHeader:
         refusal=row["refusal"],
         notes=list(row["notes"] or []),
         controls=dict(row["controls"] or {}),
-    )
-
-
-def _action_from_row(row: Any) -> PlannedAction:
-    root = row["root_url"]
-    objects: list[ObjectRef] = []
-    for key, size, etag, lm, sc, vid, upload, uri in row["objects"]:
-        if uri is not None and uri != root + key:  # no plan is made so
-            raise CatalogError(
-                f"plan {row['plan_id']} action {row['action_id']}: object {uri} is not "
-                f"under the action's root {root}; the catalog's plan is damaged"
-            )
-        objects.append(ObjectRef(key, size, datetime_from_us(lm), etag, sc, vid, upload))
-    return PlannedAction(
-        id=row["action_id"],
-        rule=row["rule"],
-        tier=row["tier"],
-        action=ActionType(row["action"]),
-        destructive=bool(row["destructive"]),
-        artifact=ArtifactRef(
-            uri=row["artifact_uri"],
-            kind=row["artifact_kind"],
-            run=row["artifact_run"],
-            step=row["artifact_step"],
-            root_url=root,
-        ),
-        objects=objects,
-        reason=row["reason"],
-        storage_class=row["storage_class"],
-        dest_url=row["dest_url"],
-        early_deletion_usd=row["early_deletion_usd"],
-        request_cost_usd=row["request_cost_usd"],
-        monthly_cost_before_usd=row["monthly_cost_before_usd"],
-        monthly_cost_after_usd=row["monthly_cost_after_usd"],
     )
 
 

@@ -214,7 +214,7 @@ def stream_live_objects(
     epoch, micros = _EPOCH, timedelta
     last_us: int | None = None
     last = epoch
-    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, tags, lock, exclude), chunk):
+    for rows in sqlite_chunks(engine, _sqlite_select(root_id, tags, lock, exclude), chunk):
         for oid, key, size, lm, etag, sc, vid, upload, tagged, since, attributes in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
@@ -249,7 +249,7 @@ def _stream_plain(
     epoch, micros = _EPOCH, timedelta
     last_us: int | None = None
     last = epoch
-    for rows in _sqlite_chunks(engine, _sqlite_select(root_id, False, False, exclude), chunk):
+    for rows in sqlite_chunks(engine, _sqlite_select(root_id, False, False, exclude), chunk):
         for oid, key, size, lm, etag, sc, vid, upload, tagged, since in rows:
             if lm != last_us:  # the files of one save often share their time
                 last_us, last = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
@@ -269,7 +269,7 @@ def _stream_plain(
             yield obj
 
 
-def _sqlite_chunks(engine: Engine, stmt: Any, chunk: int) -> Iterator[Sequence[Any]]:
+def sqlite_chunks(engine: Engine, stmt: Any, chunk: int) -> Iterator[Sequence[Any]]:
     """Rows of a SELECT as plain tuples from the DBAPI cursor, `chunk` at a time.
 
     SQLite's cursor streams as it fetches; the statement's parameters go to it bound, in
@@ -296,7 +296,7 @@ def iter_live_keys(
     stmt = select(_O.key).where(_live(root_id, exclude)).order_by(_key_order(engine), _O.upload_id)
     if engine.dialect.name == "sqlite":
         # A Result builds a Row per key, which costs twice what SQLite takes to read it.
-        for rows in _sqlite_chunks(engine, stmt, chunk):
+        for rows in sqlite_chunks(engine, stmt, chunk):
             for (key,) in rows:
                 yield key
         return

@@ -16,16 +16,15 @@ Example::
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain, islice, pairwise
 from operator import attrgetter, le, lt
 from typing import Any
 
+from governance.heap import no_settle, settled_collections
 from governance.model.types import Group
 from governance.plan.costs import GB
 from governance.plan.decide import Decider
@@ -142,39 +141,8 @@ def build_plan(
     """Plan every root's groups under `policy` at `as_of`; never touches storage."""
     if as_of.tzinfo is None:
         raise ValueError("as_of must be timezone-aware (UTC)")
-    with _settled_collections() as settle:
+    with settled_collections() as settle:
         return _build(roots, policy, as_of, plan_id, created_by, created_at, settle)
-
-
-@contextmanager
-def _settled_collections(young: int = 10_000) -> Iterator[Callable[[], None]]:
-    """Keep the cyclic GC off what the plan already holds; yields `settle`, called after
-    each group.
-
-    Planning (with the classification it streams) allocates millions of small objects,
-    and what a group adds to the plan (actions, objects, kept artifacts) lives to the end:
-    traversed again by every young and full collection, that was a tenth of a large
-    build. `settle` moves every object alive between two groups into the permanent
-    generation (`gc.freeze`, constant time), so collections only ever look at the group
-    in hand; the plan itself makes no reference cycles, and anything frozen is handed
-    back to the oldest generation (`gc.unfreeze`) when the build ends. Young collections
-    still run, every `young` allocations instead of 700. When the caller froze objects
-    of its own, only the threshold changes (unfreezing would release theirs too).
-    """
-    old = gc.get_threshold()
-    if 0 < old[0] < young:
-        gc.set_threshold(young, *old[1:])
-    freezing = gc.isenabled() and gc.get_freeze_count() == 0
-    try:
-        yield gc.freeze if freezing else _no_settle
-    finally:
-        if freezing:
-            gc.unfreeze()
-        gc.set_threshold(*old)
-
-
-def _no_settle() -> None:
-    return None
 
 
 def _tally_classes(group: Group, class_bytes: dict[str, int]) -> int:
@@ -209,7 +177,7 @@ def _build(
     plan_id: str,
     created_by: str,
     created_at: datetime,
-    settle: Callable[[], None] = _no_settle,
+    settle: Callable[[], None] = no_settle,
 ) -> Plan:
     actions: list[PlannedAction] = []
     kept: list[KeptArtifact] = []

@@ -19,9 +19,11 @@ from governance.catalog.plans import (
     _P,
     _header_row,
     _insert_with_core,
+    iter_actions,
     load_plan,
     save_plan,
 )
+from governance.errors import CatalogError
 from tests.catalogs import catalog_url  # noqa: F401
 from tests.unit.plan_samples import sample_plan
 
@@ -91,4 +93,50 @@ def test_an_engine_json_serializer_is_used(tmp_path: Path) -> None:
     assert all(t == serializer(json.loads(t)) for t in stored)
     assert len([v for v in written if isinstance(v, list)]) >= len(plan.actions)
     assert load_plan(engine, plan.plan_id) == plan
+    engine.dispose()
+
+
+def test_paged_reads_and_a_filter_give_what_the_whole_read_gives(
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """`iter_actions` pages (keyset, any page size) and filters by type; `load_plan`
+    reads in one go: the same actions either way, on either backend."""
+    engine = open_engine(catalog_url)
+    plan = sample_plan()
+    base = plan.actions
+    plan.actions = [replace(base[i % len(base)], id=i + 1) for i in range(23)]
+    save_plan(engine, plan)
+    whole = load_plan(engine, plan.plan_id).actions
+    assert whole == plan.actions
+    for page in (1, 4, 23, 1000):
+        assert list(iter_actions(engine, plan.plan_id, page)) == whole
+    kind = whole[0].action
+    assert list(iter_actions(engine, plan.plan_id, 3, action=kind.value)) == [
+        a for a in whole if a.action is kind
+    ]
+    engine.dispose()
+
+
+def test_an_object_stored_outside_its_actions_root_is_a_damaged_plan(
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """An object's stored URI (older plans kept one) must be its action's root + key: a
+    plan edited to point an object elsewhere is refused on reading, not acted on."""
+    engine = open_engine(catalog_url)
+    plan = sample_plan()
+    save_plan(engine, plan)
+    first = plan.actions[0]
+    rows = [
+        [o.key, o.size, o.etag, 0, o.storage_class, o.version_id, o.upload_id, None]
+        for o in first.objects
+    ]
+    rows[0][-1] = "s3://elsewhere/" + rows[0][0]
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE plan_actions SET objects = :o WHERE plan_id = :p AND action_id = :a"),
+            {"o": json.dumps(rows), "p": plan.plan_id, "a": first.id},
+        )
+    for read in (load_plan, lambda e, p: list(iter_actions(e, p))):
+        with pytest.raises(CatalogError, match=r"s3://elsewhere/.* is not under the action's root"):
+            read(engine, plan.plan_id)
     engine.dispose()

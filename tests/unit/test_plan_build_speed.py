@@ -16,10 +16,10 @@ from governance.catalog.engine import open_engine
 from governance.catalog.queries import iter_live_objects, stream_live_objects
 from governance.catalog.roots import get_or_create_root, start_scan
 from governance.catalog.tables import StoredObject, datetime_from_us
+from governance.heap import settled_collections
 from governance.model.detectors.base import Verdict
 from governance.model.grouping import classify_group
 from governance.model.types import ClassifyOptions, Component, RunStatus
-from governance.plan.build import _settled_collections
 from governance.plan.fingerprint import action_text
 from tests.unit.plan_factories import (
     AS_OF,
@@ -46,7 +46,7 @@ def test_collections_are_restored_after_a_build_and_after_a_failure() -> None:
 
 
 def _fail_while_settled() -> None:
-    with _settled_collections() as settle:
+    with settled_collections() as settle:
         settle()
         raise RuntimeError("boom")
 
@@ -55,7 +55,7 @@ def test_settling_leaves_objects_frozen_by_the_caller_alone() -> None:
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with _settled_collections() as settle:
+        with settled_collections() as settle:
             held = [[i] for i in range(1000)]  # new objects: settling must not freeze them
             settle()
             assert gc.get_freeze_count() <= frozen
