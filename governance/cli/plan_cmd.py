@@ -155,22 +155,43 @@ def _print_plan(made: Plan, fmt: str) -> None:
 
 
 def _check_writable(path: Path) -> None:
-    """`--out`'s folder exists (made if need be) and can be written to, else a bad
-    argument before any scan or plan: a plan saved and then reported as failed would
-    wait for approval unseen."""
-    import os
+    """`--out` can be written, else a bad argument before any scan or plan: a plan saved
+    and then reported as failed would wait for approval unseen.
+
+    Tried for real (a temporary file made and removed in its folder, an existing file
+    opened for appending, nothing written): `os.access` says yes to root whatever the
+    file system will do (`/proc`, `/sys`, an immutable file). A missing folder is made,
+    and removed again if it cannot take the file after all.
+    """
+    import tempfile
 
     from governance.errors import ArgumentError
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
     if path.is_dir():
         raise ArgumentError(f"--out {path}: is a folder, not a file")
-    target = path if path.exists() else path.parent
-    if not os.access(target, os.W_OK):
-        raise ArgumentError(f"--out {path}: cannot write: permission denied")
+    folder = path.parent
+    chain = (folder, *folder.parents)
+    made = [p for p in chain if not p.exists() and not p.is_symlink()]  # deepest first
+    above = next((p for p in chain if p not in made), None)  # the nearest that exists
+    if above is not None and above.exists() and not above.is_dir():
+        raise ArgumentError(f"--out {path}: {above} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            with path.open("ab"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".govern-out-"):
+                pass
+    except OSError as exc:
+        for created in made:  # leave no trace of a refused --out
+            try:
+                created.rmdir()
+            except FileNotFoundError:
+                continue  # mkdir stopped above it
+            except OSError:
+                break
+        raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
 
 
 def _write_report(made: Plan, fmt: str, path: Path) -> None:

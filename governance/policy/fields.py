@@ -109,8 +109,48 @@ PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
 Size = Annotated[int, BeforeValidator(parse_size)]
 StorageClassName = Annotated[StorageClass, BeforeValidator(_storage_class)]
 TagValue = Annotated[str, BeforeValidator(_tag_value)]
-UrlGlob = Annotated[str, AfterValidator(normalize_glob)]
-FolderUrl = Annotated[str, AfterValidator(normalize_root_url)]
+
+
+def url_glob(pattern: str) -> str:
+    """A `path`-style glob as a full URL; a scheme nothing can open is refused, since such
+    a glob would silently match nothing (a `protect.paths` entry that protects nothing)."""
+    from governance.storage import known_scheme
+
+    normalized = normalize_glob(pattern)
+    scheme = normalized.split("://", 1)[0]
+    if not known_scheme(scheme):
+        raise fail(f"URL glob {pattern!r}: unknown scheme {scheme!r}")
+    return normalized
+
+
+def _openable(url: str) -> str:
+    """A folder URL that storage can open (known scheme, a valid bucket, an absolute
+    `file://` path): checked on load so that `policy validate` names its position rather
+    than scan or apply failing later without one."""
+    from governance.errors import ArgumentError
+    from governance.storage import normalize_url
+
+    try:
+        normalize_url(url)
+    except ArgumentError as exc:
+        raise fail(str(exc)) from exc
+    return url
+
+
+def _endpoint(url: str) -> str:
+    """An S3 endpoint, `http(s)://host[:port][/path]` (see `storage.check_endpoint_url`)."""
+    from governance.errors import ArgumentError
+    from governance.storage import check_endpoint_url
+
+    try:
+        return check_endpoint_url(url)
+    except ArgumentError as exc:
+        raise fail(str(exc)) from exc
+
+
+UrlGlob = Annotated[str, AfterValidator(url_glob)]
+FolderUrl = Annotated[str, AfterValidator(normalize_root_url), AfterValidator(_openable)]
+EndpointUrl = Annotated[str, AfterValidator(_endpoint)]
 RunTemplate = Annotated[str, AfterValidator(check_template)]
 ActionName = Literal["delete", "strip", "dedupe", "archive", "abort_upload", "transition"]
 DESTRUCTIVE_ACTIONS: tuple[ActionName, ...] = (

@@ -27,6 +27,7 @@ from governance.policy.fields import (
     DESTRUCTIVE_ACTIONS,
     ActionName,
     Duration,
+    EndpointUrl,
     FolderUrl,
     PolicyModel,
     PositiveDuration,
@@ -41,36 +42,24 @@ from governance.policy.fields import (
     did_you_mean,
     fail,
     unknown_select_key,
+    url_glob,
 )
-from governance.policy.select import TEMPLATE_FIELD_RE, normalize_glob
+from governance.policy.select import TEMPLATE_FIELD_RE
 from governance.policy.units import format_duration
 
 # ----------------------------------------------------------------------------- blocks
 
 
 class StorageRoot(PolicyModel):
-    """One root that is scanned; `url` is normalized (`file://` for plain paths, ends in '/')."""
+    """One root that is scanned; `url` is normalized (`file://` for plain paths, ends in '/')
+    and checked openable (a valid bucket name, an absolute `file://` path, a known scheme)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     url: FolderUrl
-    endpoint_url: str | None = None
+    endpoint_url: EndpointUrl | None = None
     profile: str | None = None
     region: str | None = None
     concurrency: int | None = Field(default=None, ge=1, strict=True)
-
-    @field_validator("url")
-    @classmethod
-    def _usable(cls, url: str) -> str:
-        """A root the planner and scanner can open (a valid bucket name, an absolute
-        `file://` path, a known scheme): checked here so `policy validate` says so."""
-        from governance.errors import ArgumentError
-        from governance.storage import normalize_url
-
-        try:
-            normalize_url(url)
-        except ArgumentError as exc:
-            raise fail(str(exc)) from exc
-        return url
 
 
 def _opened(url: str) -> str:
@@ -283,7 +272,7 @@ class Dedupe(PolicyModel):
                 f"keep must be oldest, newest, shortest-path or a path glob, got {value!r}"
                 + did_you_mean(value, ["oldest", "newest", "shortest-path"])
             )
-        return normalize_glob(value)
+        return url_glob(value)
 
 
 class Approval(PolicyModel):

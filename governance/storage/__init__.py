@@ -24,6 +24,8 @@ __all__ = [
     "ObjectState",
     "Store",
     "WritableStore",
+    "check_endpoint_url",
+    "known_scheme",
     "normalize_url",
     "open_store",
 ]
@@ -59,6 +61,48 @@ def _known_schemes() -> set[str]:
     return set(known_implementations) | set(registry)
 
 
+def known_scheme(scheme: str) -> bool:
+    """Whether `open_store` can open URLs of this scheme (aliases such as `s3a` included)."""
+    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    return scheme == "file" or scheme in _known_schemes()
+
+
+def check_endpoint_url(url: str) -> str:
+    """An S3 endpoint as `http(s)://host[:port][/path]`, returned unchanged; else
+    ArgumentError naming it. botocore only objects when the first client is made, and
+    reads `localhost:9000` as a scheme, so a bad endpoint would surface mid-scan.
+
+        >>> check_endpoint_url("http://127.0.0.1:9000")
+        'http://127.0.0.1:9000'
+    """
+    from urllib.parse import urlsplit
+
+    wanted = "expected http://host[:port] or https://host[:port]"
+    if not isinstance(url, str) or not url.strip():
+        raise ArgumentError(f"endpoint URL {url!r}: empty")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when not a number in 0-65535
+    except ValueError as exc:
+        raise ArgumentError(f"endpoint URL {url!r}: {exc}; {wanted}") from exc
+    if parts.scheme.lower() not in ("http", "https") or "://" not in url:
+        raise ArgumentError(f"endpoint URL {url!r}: {wanted}")
+    if any(ch.isspace() or ord(ch) < 32 for ch in url):
+        raise ArgumentError(f"endpoint URL {url!r}: contains a space or control character")
+    if not parts.hostname:
+        raise ArgumentError(f"endpoint URL {url!r}: no host name; {wanted}")
+    if port == 0:
+        raise ArgumentError(f"endpoint URL {url!r}: port 0 is not a port")
+    if parts.username is not None or parts.password is not None:
+        raise ArgumentError(
+            f"endpoint URL {url!r}: has a user or password; credentials come from the "
+            "profile or the AWS credential chain"
+        )
+    if parts.query or parts.fragment:
+        raise ArgumentError(f"endpoint URL {url!r}: takes no query or fragment")
+    return url
+
+
 def normalize_url(url: str) -> str:
     """The canonical form of a root URL, always ending in '/'.
 
@@ -86,7 +130,7 @@ def normalize_url(url: str) -> str:
                 f"storage URL {url!r}: file URLs need an absolute path (file:///abs/dir)"
             )
         return _file_url(slash + path)
-    if scheme not in _known_schemes():
+    if not known_scheme(scheme):
         raise ArgumentError(f"storage URL {url!r}: unknown scheme {scheme!r}")
     if scheme in BUCKET_SCHEMES:
         bucket, _, prefix = rest.partition("/")

@@ -189,9 +189,60 @@ def test_an_out_file_that_cannot_be_written_stops_before_anything_is_saved(
     assert result.exit_code == 2
     assert "--out" in result.stderr
     assert result.stdout == ""  # no report: nothing was planned
-    listed = _run(catalog, "plans", "--format", "json")
-    assert listed.exit_code == 0
-    assert _json(listed) == []  # and nothing saved to wait for approval unseen
+    # and nothing saved to wait for approval unseen: the catalog was not even created
+    assert not Path(catalog.removeprefix("sqlite:///")).exists()
+
+
+@pytest.mark.parametrize(
+    ("out", "why"),
+    [
+        ("reports", "'reports' is a directory"),  # an existing folder (click says so)
+        ("a-file/plan.html", "a-file is a file, not a folder"),
+        ("a-file/deeper/plan.html", "a-file is a file, not a folder"),
+        ("/proc/govern-plan.html", "cannot write"),  # root may, by os.access; Linux says no
+        ("/proc/govern-missing/plan.html", "cannot write"),
+    ],
+)
+def test_an_out_file_is_tried_for_real_before_anything_is_saved(
+    setup: tuple[str, Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    out: str,
+    why: str,
+) -> None:
+    if out.startswith("/proc/") and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    catalog, policy, _ = setup
+    assert _run(catalog, "scan", "--policy", str(policy)).exit_code == 0  # a catalog to look in
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    result = _run(catalog, "plan", "--policy", str(policy), "--out", out)
+    assert result.exit_code == 2, result.stderr
+    assert "--out" in result.stderr
+    assert why in result.stderr
+    assert result.stdout == ""
+    assert _json(_run(catalog, "plans", "--format", "json")) == []
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == []  # no probe left
+
+
+def test_folders_made_for_a_refused_out_file_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import tempfile
+
+    from governance.cli.plan_cmd import _check_writable
+    from governance.errors import ArgumentError
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", full)
+    with pytest.raises(ArgumentError, match="No space left on device") as info:
+        _check_writable(tmp_path / "new" / "deeper" / "plan.html")
+    assert info.value.exit_code == 2
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_root_without_its_filesystem_package_is_exit_2(tmp_path: Path) -> None:
@@ -210,7 +261,10 @@ def test_a_root_without_its_filesystem_package_is_exit_2(tmp_path: Path) -> None
 
 
 def test_unknown_plan_id_is_exit_2(tmp_path: Path) -> None:
-    result = _run(f"sqlite:///{tmp_path / 'c.db'}", "show", "p-20260101-000000-beef")
+    catalog = f"sqlite:///{tmp_path / 'c.db'}"
+    (tmp_path / "empty").mkdir()
+    assert _run(catalog, "scan", "--root", str(tmp_path / "empty")).exit_code == 0
+    result = _run(catalog, "show", "p-20260101-000000-beef")
     assert result.exit_code == 2
     assert "p-20260101-000000-beef" in result.stderr
 

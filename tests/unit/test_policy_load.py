@@ -363,6 +363,82 @@ def test_a_root_that_cannot_be_opened_is_a_policy_error(tmp_path: Path, url: str
     assert why in found[0]
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("s3://", "storage URL 's3://': no bucket name"),
+        ("s3:///x/", "no bucket name"),
+        ("s3://ml/", "'ml' is not a valid bucket name"),
+        ("foo://x/", "storage URL 'foo://x/': unknown scheme 'foo'"),
+        ("file://otherhost/q/", "file URLs need an absolute path"),
+    ],
+)
+def test_a_quarantine_url_that_cannot_be_opened_is_a_policy_error(
+    tmp_path: Path, url: str, why: str
+) -> None:
+    """Checked as roots are, so scan and apply never meet it first (without a position)."""
+    found = problems(tmp_path, f"apply: {{quarantine_url: '{url}'}}\n")
+    assert len(found) == 1
+    assert found[0].startswith("5:25: apply.quarantine_url: ")
+    assert why in found[0]
+
+
+def test_an_archive_url_that_cannot_be_opened_is_a_policy_error(tmp_path: Path) -> None:
+    found = problems(tmp_path, ARCHIVE_RULE % "nosuchscheme://cold/")
+    assert found == [
+        "10:52: rules[0].tiers[1].archive.url: storage URL 'nosuchscheme://cold/': "
+        "unknown scheme 'nosuchscheme'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "why"),
+    [
+        ("not a url", "expected http://host[:port] or https://host[:port]"),
+        ("ftp://x", "expected http://host[:port] or https://host[:port]"),
+        ("localhost:9000", "expected http://host[:port] or https://host[:port]"),
+        ("http://", "no host name"),
+        ("http://minio:99999", "Port out of range"),
+        ("http://minio:nine", "Port could not be cast"),
+        ("http://key:secret@minio:9000", "credentials come from the profile"),
+        ("http://minio:9000/?x=1", "takes no query or fragment"),
+    ],
+)
+def test_a_bad_endpoint_url_is_a_policy_error(tmp_path: Path, endpoint: str, why: str) -> None:
+    head = HEAD + f"    endpoint_url: '{endpoint}'\n"
+    found = problems(tmp_path, "", head)
+    assert len(found) == 1
+    assert found[0].startswith(f"5:19: storage[0].endpoint_url: endpoint URL {endpoint!r}: ")
+    assert why in found[0]
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["http://127.0.0.1:9000", "https://s3.eu-west-1.example.com", "http://[::1]:9000/s3/"],
+)
+def test_endpoint_urls_of_any_http_host_validate(tmp_path: Path, endpoint: str) -> None:
+    loaded = load_policy(write(tmp_path, "", HEAD + f"    endpoint_url: '{endpoint}'\n"))
+    assert loaded.storage[0].endpoint_url == endpoint
+
+
+def test_a_url_glob_with_an_unknown_scheme_is_a_policy_error(tmp_path: Path) -> None:
+    """Such a glob matches nothing: a protection that silently protects nothing."""
+    found = problems(
+        tmp_path,
+        """\
+        protect: {paths: ["s4://ml-artifacts/releases/**", "s3://ml-artifacts/keep/**"]}
+        dedupe: {keep: "gz://ml-artifacts/canon/**"}
+        rules:
+          - {name: old, select: {path: "s5://x/**"}, expire: {after: 1d}}
+        """,
+    )
+    assert found == [
+        "5:19: protect.paths[0]: URL glob 's4://ml-artifacts/releases/**': unknown scheme 's4'",
+        "6:16: dedupe.keep: URL glob 'gz://ml-artifacts/canon/**': unknown scheme 'gz'",
+        "8:32: rules[0].select.path: URL glob 's5://x/**': unknown scheme 's5'",
+    ]
+
+
 def test_block_given_as_list(tmp_path: Path) -> None:
     found = problems(tmp_path, "safety:\n  - 1\n")
     assert found == ["6:3: safety: expected a mapping, got a list"]
