@@ -30,12 +30,17 @@ def has_scheme(location: str) -> bool:
 
 
 def normalize_glob(pattern: str) -> str:
-    """A plain path (absolute, relative to the cwd, or `~`) -> a `file://` URL; URLs unchanged.
+    """A plain path (absolute, relative to the cwd, or `~`) -> a `file://` URL; a URL's
+    scheme as object URLs spell it (`s3a://`, `S3://` -> `s3://`: otherwise the glob would
+    never match, and a `protect.paths` entry would protect nothing), the rest unchanged.
 
     A trailing '/' is preserved because it means "a folder" in a glob.
     """
     if has_scheme(pattern):
-        return pattern
+        from governance.storage import canonical_scheme
+
+        scheme, rest = pattern.split("://", 1)
+        return f"{canonical_scheme(scheme)}://{rest}"
     trailing = pattern.endswith("/")
     path = os.path.abspath(os.path.expanduser(pattern))
     if trailing and not path.endswith("/"):

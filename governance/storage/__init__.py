@@ -61,9 +61,15 @@ def _known_schemes() -> set[str]:
     return set(known_implementations) | set(registry)
 
 
+def canonical_scheme(scheme: str) -> str:
+    """The scheme object URLs are stored under: `S3`, `s3a` -> `s3`; `gcs` -> `gs`."""
+    lowered = scheme.lower()
+    return _SCHEME_ALIASES.get(lowered, lowered)
+
+
 def known_scheme(scheme: str) -> bool:
     """Whether `open_store` can open URLs of this scheme (aliases such as `s3a` included)."""
-    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    scheme = canonical_scheme(scheme)
     return scheme == "file" or scheme in _known_schemes()
 
 

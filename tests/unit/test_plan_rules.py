@@ -102,6 +102,27 @@ rules:
     assert kinds(plan, nested.key) == ["delete"]
 
 
+@pytest.mark.parametrize("scheme", ["s3a", "S3"])
+def test_protect_paths_written_with_an_alias_scheme_still_protect(scheme: str) -> None:
+    """Object URLs are `s3://`: a `protect.paths` glob written `s3a://` or `S3://` means
+    the same bucket, and must protect it rather than silently match nothing."""
+    pol = policy(
+        f"""
+protect: {{min_age: 1d, paths: ["{scheme}://ml-artifacts/releases/**"]}}
+rules:
+  - name: old
+    select: {{older_than: 2d}}
+    expire: {{after: 2d}}
+"""
+    )
+    assert pol.protect.paths == ("s3://ml-artifacts/releases/**",)
+    release = single("releases/v1/model.safetensors", Kind.WEIGHTS)
+    other = single("scratch/model.safetensors", Kind.WEIGHTS)
+    plan = make_plan([group(None, [release, other])], pol)
+    assert kept_for(plan, release.key) is not None
+    assert kinds(plan, other.key) == ["delete"]
+
+
 def test_protect_run_status_skips_expire_but_tiers_still_thin() -> None:
     pol = example_policy()
     stale_tmp = single(R + "tmp-checkpoint-5/x.bin", Kind.RESIDUE, age_days=10, run_key=R)

@@ -325,8 +325,9 @@ rules:
 )
 def test_an_archive_url_must_be_outside_every_root(tmp_path: Path, url: str) -> None:
     found = problems(tmp_path, ARCHIVE_RULE % url)
+    shown = url.replace("s3a://", "s3://")  # (named as object URLs spell it)
     assert found == [
-        f"10:52: rules[0].tiers[1].archive.url: archive.url {url} overlaps root "
+        f"10:52: rules[0].tiers[1].archive.url: archive.url {shown} overlaps root "
         "s3://ml-artifacts/: archived copies must go outside every root (a copy there would "
         "overwrite its original, or be planned again as the root's data)"
     ]
