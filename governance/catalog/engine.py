@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,27 +68,68 @@ def page_cache(engine: Engine, kib: int = READ_ONCE_CACHE_KIB) -> Iterator[None]
         event.remove(engine, "checkin", default)
 
 
+SUPPORTED_URLS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+"""The catalog URL schemes govern is built and tested for, named in error hints."""
+
+
 def make_engine(url: str) -> Engine:
     """An engine for any SQLAlchemy URL; SQLite files get WAL mode and their folder created."""
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     try:
         if url.startswith("sqlite"):
-            db_path = url.split("///", 1)[1] if "///" in url else ""
-            if db_path and db_path != ":memory:":
-                Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+            db_path = sqlite_path(url)
+            if db_path is not None:
+                _make_folder(db_path, url)
             engine = create_engine(url, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
             engine = create_engine(url, pool_pre_ping=True)
     except (SAArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise CatalogError(f"catalog URL {url!r} is not usable: {exc}") from exc
-    except ModuleNotFoundError as exc:
         raise CatalogError(
-            f"catalog URL {url!r} needs the driver {exc.name!r}; "
+            f"catalog URL {safe_url(url)} is not usable: {_one_line(exc)}; "
+            f"a catalog URL is {SUPPORTED_URLS}"
+        ) from exc
+    except ModuleNotFoundError as exc:
+        hint = (
             "install govern[postgres] for PostgreSQL"
+            if url.startswith("postgresql")
+            else f"a catalog URL is {SUPPORTED_URLS}"
+        )
+        raise CatalogError(
+            f"catalog URL {safe_url(url)} needs the driver {exc.name!r}, which is not "
+            f"installed; {hint}"
         ) from exc
     return engine
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names, or None for an in-memory, URI-style or non-SQLite URL."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri") == "true":
+        return None
+    if not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def _make_folder(db_path: Path, url: str) -> None:
+    """Create the catalog file's folder; an OS refusal is bad input naming the path, not a
+    traceback (a parent that is a file, no permission, a read-only disk)."""
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if isinstance(exc, FileExistsError):
+            reason = f"{exc.filename or db_path.parent} is a file, not a folder"
+        elif isinstance(exc, NotADirectoryError):
+            reason = "part of that path is a file, not a folder"
+        else:
+            reason = exc.strerror or str(exc)
+        raise CatalogError(
+            f"catalog {safe_url(url)}: cannot create its folder {db_path.parent}: {reason}"
+        ) from exc
 
 
 def _alembic_config(engine: Engine) -> Any:
@@ -149,38 +192,119 @@ def create_schema(engine: Engine) -> None:
         conn.execute(version.insert().values(version_num=SCHEMA_REVISION))
 
 
-def open_engine(url: str, migrate: bool = True) -> Engine:
+def open_engine(url: str, migrate: bool = True, create: bool = True) -> Engine:
     """Create the engine and bring the schema to the newest version.
 
+    With `create=False` a SQLite file that does not exist is refused rather than created:
+    commands that only read the catalog must not turn a mistyped `--catalog` into a new,
+    empty catalog that then answers "nothing there" (or "audit chain OK").
     A corrupt or foreign file is reported as a CatalogError naming the URL, with no change.
     """
+    if not create:
+        _require_existing(url)
     engine = make_engine(url)
     try:
         current = current_revision(engine)
         if current is None and inspect(engine).get_table_names():
             raise CatalogError(
-                f"catalog {_safe(url)} holds tables but no govern schema version; "
+                f"catalog {safe_url(url)} holds tables but no govern schema version; "
                 "point --catalog at a govern catalog or an empty database"
             )
         if migrate and current is None:
             create_schema(engine)
         elif migrate and current != SCHEMA_REVISION:
+            _require_known_revision(engine, url, current)
             upgrade(engine)
     except CatalogError:
         engine.dispose()
         raise
     except (DatabaseError, OperationalError, sqlite3.DatabaseError) as exc:
         engine.dispose()
-        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-        raise CatalogError(f"catalog {_safe(url)} cannot be opened: {reason}") from exc
+        raise CatalogError(f"catalog {safe_url(url)} cannot be opened: {_one_line(exc)}") from exc
     return engine
 
 
-def _safe(url: str) -> str:
-    """The URL with any password hidden."""
+def _require_existing(url: str) -> None:
+    """Refuse a SQLite catalog file that is not there (other databases cannot be told apart
+    from an empty one before connecting, and are never created by opening them)."""
+    try:
+        path = sqlite_path(url)
+    except (SAArgumentError, ValueError):
+        return  # make_engine reports the malformed URL
+    if path is not None and not path.is_file():
+        raise CatalogError(
+            f"catalog {safe_url(url)} does not exist; check --catalog or GOVERN_CATALOG_URL, "
+            "or run `govern scan` to create it"
+        )
+
+
+def _require_known_revision(engine: Engine, url: str, current: str | None) -> None:
+    """A catalog written by a newer govern is at a revision this code has no migration
+    for: say so, instead of Alembic's "Can't locate revision" traceback."""
+    from alembic.script import ScriptDirectory
+
+    known = {
+        s.revision for s in ScriptDirectory.from_config(_alembic_config(engine)).walk_revisions()
+    }
+    if current not in known:
+        raise CatalogError(
+            f"catalog {safe_url(url)} is at schema {current}, which this govern "
+            f"(newest {SCHEMA_REVISION}) does not know: upgrade govern"
+        )
+
+
+def catalog_failure(exc: BaseException, url: str) -> CatalogError | None:
+    """A CatalogError for a database error that says the catalog itself is unusable
+    (damaged, locked, unreachable, a table missing), or None for anything else.
+
+    The CLI calls this for errors raised after the catalog opened. Constraint violations,
+    bad SQL parameters and the like are bugs in govern, not bad input: they stay
+    tracebacks. SQLite reports its corruption as a bare DatabaseError and a missing table,
+    a lock or a full disk as OperationalError; PostgreSQL a missing table or column, or a
+    missing privilege, as a ProgrammingError with its SQLSTATE. (SQLite also reports bad
+    SQL as OperationalError, so a bug of that kind reads as a catalog error: `-v` shows its
+    traceback.)
+    """
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    if isinstance(exc, DBAPIError):
+        orig: BaseException | None = exc.orig
+    else:  # a raw driver error, from code that uses the DB-API cursor directly
+        orig = None if isinstance(exc, SQLAlchemyError) else exc
+    if orig is None or not _catalog_state_error(orig):
+        return None
+    return CatalogError(f"catalog {safe_url(url)} failed: {_one_line(orig)}")
+
+
+_CATALOG_SQLSTATES = frozenset({"42P01", "42703", "42501", "3F000"})
+"""PostgreSQL: undefined table, undefined column, insufficient privilege, invalid schema."""
+
+
+def _catalog_state_error(orig: BaseException) -> bool:
+    """Whether a DB-API error describes the database rather than the statement sent."""
+    driver = sys.modules.get(type(orig).__module__.split(".")[0])
+    if driver is None:
+        return False
+    operational = getattr(driver, "OperationalError", None)
+    database = getattr(driver, "DatabaseError", None)
+    if operational is not None and isinstance(orig, operational):
+        return True
+    if database is not None and type(orig) is database:
+        return True
+    return getattr(orig, "sqlstate", None) in _CATALOG_SQLSTATES
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's own message, first line only (SQLAlchemy appends the SQL and a link)."""
+    reason = str(getattr(exc, "orig", None) or exc).strip()
+    return reason.splitlines()[0] if reason else type(exc).__name__
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password hidden: every catalog URL a user sees goes through this."""
     from sqlalchemy.engine import make_url
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url
+    except Exception:  # not parseable: still hide whatever sits between `user:` and `@`
+        return re.sub(r"(://[^:/@]*:).*@", r"\1***@", url)

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 @dataclass
 class AppContext:
     settings: Settings
+    create_catalog: bool = True
+    """Whether opening a SQLite catalog that does not exist creates it. Only commands that
+    fill a catalog (scan, plan, demo) do; the CLI sets False for every other command."""
     _engine: Engine | None = field(default=None, repr=False)
 
     @property
@@ -24,7 +27,7 @@ class AppContext:
         if self._engine is None:
             from governance.catalog.engine import open_engine
 
-            self._engine = open_engine(self.settings.catalog_url)
+            self._engine = open_engine(self.settings.catalog_url, create=self.create_catalog)
         return self._engine
 
     def close(self) -> None:

@@ -1,7 +1,9 @@
 """The `govern` command group. Subcommands load lazily so `govern --help` stays fast.
 
 Errors are mapped to exit codes here, in one place: a GovernanceError prints one clear
-message on stderr and exits with its code from spec/cli.md.
+message on stderr and exits with its code from spec/cli.md. A database error that says
+the catalog is unusable (damaged, locked, a table gone) is a CatalogError too, wherever
+a command hits it; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import traceback
 from typing import Any
 
 import click
 
 from governance import __version__
 from governance.cli.context import AppContext
-from governance.errors import GovernanceError, PolicyError
+from governance.errors import CatalogError, GovernanceError, PolicyError
 from governance.settings import build_settings
 
 COMMANDS: dict[str, str] = {
@@ -33,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "apply": "governance.cli.apply_cmd:apply",
     "restore": "governance.cli.apply_cmd:restore",
 }
+CREATES_CATALOG = frozenset({"scan", "plan", "demo"})
+"""Commands that fill a catalog, so may create a missing one; the rest refuse it (exit 2)."""
 
 
 class LazyGroup(click.Group):
@@ -56,6 +61,14 @@ class LazyGroup(click.Group):
         except GovernanceError as exc:
             report_error(exc)
             raise click.exceptions.Exit(exc.exit_code) from exc
+        except Exception as exc:
+            mapped = _catalog_error(ctx, exc)
+            if mapped is None:
+                raise
+            if isinstance(ctx.obj, AppContext) and ctx.obj.settings.verbose:
+                traceback.print_exception(exc, file=sys.stderr)
+            report_error(mapped)
+            raise click.exceptions.Exit(mapped.exit_code) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(130) from None
@@ -83,9 +96,22 @@ def cli(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    app = AppContext(settings=settings)
+    app = AppContext(settings=settings, create_catalog=ctx.invoked_subcommand in CREATES_CATALOG)
     ctx.obj = app
     ctx.call_on_close(app.close)
+
+
+def _catalog_error(ctx: click.Context, exc: Exception) -> CatalogError | None:
+    """The CatalogError for a database error about the catalog, else None (a bug).
+
+    Checked lazily: without the catalog module loaded no catalog was opened, and a
+    `--help` or usage error must not pay for importing SQLAlchemy.
+    """
+    if "governance.catalog.engine" not in sys.modules or not isinstance(ctx.obj, AppContext):
+        return None
+    from governance.catalog.engine import catalog_failure
+
+    return catalog_failure(exc, ctx.obj.settings.catalog_url)
 
 
 def report_error(exc: GovernanceError) -> None:

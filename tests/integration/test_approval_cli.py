@@ -116,7 +116,8 @@ def test_reject_needs_a_comment_and_is_final(setup: tuple[str, Path, Path]) -> N
 
 @pytest.mark.parametrize("command", ["approve", "reject"])
 def test_unknown_plan_exits_2(setup: tuple[str, Path, Path], command: str) -> None:
-    catalog, _, _ = setup
+    catalog, policy, _ = setup
+    _plan(catalog, policy)
     result = _run(catalog, command, "p-nope", "--comment", "x", as_="bob")
     assert result.exit_code == 2
     assert "no plan 'p-nope'" in result.stderr
@@ -124,6 +125,8 @@ def test_unknown_plan_exits_2(setup: tuple[str, Path, Path], command: str) -> No
 
 def test_empty_audit_log(tmp_path: Path) -> None:
     catalog = f"sqlite:///{tmp_path / 'c.db'}"
+    (tmp_path / "storage").mkdir()  # audit refuses a catalog that does not exist: make one
+    assert _run(catalog, "scan", "--root", str(tmp_path / "storage")).exit_code == 0
     assert _run(catalog, "audit").stdout.strip() == "no audit events"
     assert _run(catalog, "audit", "--verify").stdout.strip() == "audit chain OK: 0 events"
     assert _json(_run(catalog, "audit", "--format", "json")) == []

@@ -1,0 +1,221 @@
+"""A catalog that is missing, damaged, too new or unreachable is bad input through the CLI.
+
+Each case must end in one `error: catalog ...` line naming the catalog (password hidden)
+and what is wrong, exit 2, no traceback and no change; a genuine bug keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlalchemy.exc
+from click.testing import CliRunner, Result
+
+from governance.catalog.engine import SCHEMA_REVISION, catalog_failure, open_engine
+from governance.cli.main import cli
+
+READ_ONLY = [
+    ("plans",),
+    ("show", "p-1"),
+    ("ls", "objects"),
+    ("ls", "runs"),
+    ("ls", "artifacts"),
+    ("audit",),
+    ("audit", "--verify"),
+    ("approve", "p-1"),
+    ("reject", "p-1", "--comment", "no"),
+    ("apply", "p-1"),
+    ("restore", "p-1"),
+]
+
+
+def _run(catalog: str, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--catalog", catalog, "-q", *args])
+
+
+def _bad_input(result: Result, *fragments: str) -> None:
+    """Exit 2 with one error line holding every fragment, and no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: catalog"), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert "Traceback" not in result.output
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> tuple[str, Path]:
+    """(URL, path) of a govern catalog holding one scanned root."""
+    storage = tmp_path / "storage"
+    (storage / "runs" / "r1").mkdir(parents=True)
+    (storage / "runs" / "r1" / "log.txt").write_text("x")
+    path = tmp_path / "catalog.db"
+    url = f"sqlite:///{path}"
+    assert _run(url, "scan", "--root", str(storage)).exit_code == 0
+    return url, path
+
+
+def _sql(path: Path, statement: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys=OFF")
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_a_missing_catalog_is_refused_and_not_created(tmp_path: Path, args: tuple[str]) -> None:
+    path = tmp_path / "typo" / "catalog.db"
+    _bad_input(_run(f"sqlite:///{path}", *args), str(path), "does not exist")
+    assert not path.exists()
+    assert not path.parent.exists()
+
+
+def test_explain_refuses_a_missing_catalog(tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        f"version: 1\nstorage:\n  - name: s\n    url: {tmp_path}\n"
+        "rules:\n  - name: r\n    select: {kind: log}\n    expire: {after: 2d}\n"
+    )
+    path = tmp_path / "catalog.db"
+    result = _run(f"sqlite:///{path}", "explain", f"{tmp_path}/x", "--policy", str(policy))
+    _bad_input(result, "does not exist")
+    assert not path.exists()
+
+
+def test_commands_that_fill_a_catalog_still_create_it(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "catalog.db"
+    (tmp_path / "storage").mkdir()
+    assert _run(f"sqlite:///{path}", "scan", "--root", str(tmp_path / "storage")).exit_code == 0
+    assert path.is_file()
+    assert _run(f"sqlite:///{path}", "audit", "--verify").exit_code == 0
+
+
+def test_a_dropped_table_is_a_catalog_error_not_a_traceback(catalog: tuple[str, Path]) -> None:
+    url, path = catalog
+    _sql(path, "DROP TABLE plans")
+    _bad_input(_run(url, "plans"), url, "no such table: plans")
+
+
+def test_a_catalog_damaged_in_the_middle_is_a_catalog_error(catalog: tuple[str, Path]) -> None:
+    # The schema and version pages stay whole, so the catalog opens; the pages of the
+    # objects table and its indexes are garbage, so the command fails part-way.
+    url, path = catalog
+    conn = sqlite3.connect(path)
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    roots = [
+        n for (n,) in conn.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'objects'")
+    ]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    for number in roots:  # pages count from 1
+        data[(number - 1) * page : number * page] = b"\xa5" * page
+    path.write_bytes(bytes(data))
+    result = _run(url, "ls", "objects")
+    _bad_input(result, url, "failed: database disk image is malformed")
+    assert path.read_bytes() == bytes(data)
+
+
+def test_verbose_shows_the_traceback_of_a_catalog_error(catalog: tuple[str, Path]) -> None:
+    url, path = catalog
+    _sql(path, "DROP TABLE plans")
+    result = CliRunner().invoke(cli, ["--catalog", url, "-v", "plans"])
+    assert result.exit_code == 2
+    assert "Traceback" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: catalog")
+
+
+def test_a_catalog_from_a_newer_govern_says_upgrade(catalog: tuple[str, Path]) -> None:
+    url, path = catalog
+    _sql(path, "UPDATE alembic_version SET version_num = '9999'")
+    before = path.read_bytes()
+    _bad_input(
+        _run(url, "plans"),
+        url,
+        "is at schema 9999",
+        f"(newest {SCHEMA_REVISION})",
+        "upgrade govern",
+    )
+    assert path.read_bytes() == before
+
+
+def test_a_parent_that_is_a_file_is_a_catalog_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "somefile"
+    blocker.write_text("not a folder")
+    (tmp_path / "storage").mkdir()
+    for where in (blocker / "x.db", blocker / "sub" / "x.db"):
+        result = _run(f"sqlite:///{where}", "scan", "--root", str(tmp_path / "storage"))
+        _bad_input(result, str(where.parent), "is a file, not a folder")
+    assert blocker.read_text() == "not a folder"
+
+
+def test_an_unsupported_scheme_names_the_supported_ones_and_hides_the_password() -> None:
+    result = _run("mysql://ana:hunter2@db.example/govern", "plans")
+    _bad_input(result, "mysql://ana:***@db.example/govern", "sqlite:///", "postgresql+psycopg://")
+    assert "hunter2" not in result.output
+    assert "govern[postgres]" not in result.stderr
+
+
+def test_a_malformed_url_does_not_show_its_password() -> None:
+    result = _run("postgresql://ana:hun@ter2@db.example:port/govern", "plans")
+    _bad_input(result, "not usable")
+    assert "hun" not in result.stderr
+    assert "ter2" not in result.stderr
+
+
+def test_a_bug_that_raises_a_constraint_error_keeps_its_traceback(
+    catalog: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not every database error is a bad catalog: a constraint violation is govern's bug.
+    url, _ = catalog
+    bug = sqlalchemy.exc.IntegrityError("INSERT", {}, sqlite3.IntegrityError("UNIQUE failed"))
+
+    def broken(*_: object) -> None:
+        raise bug
+
+    monkeypatch.setattr("governance.catalog.plans.list_plans", broken)
+    result = _run(url, "plans")
+    assert result.exit_code == 1
+    assert result.exception is bug
+
+
+def test_a_locked_catalog_is_a_catalog_error(
+    catalog: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite gives up on a lock only after 30 s; the error it then raises mid-command is
+    # raised here directly, and goes through the real command and the CLI's handler.
+    url, _ = catalog
+    locked = sqlite3.OperationalError("database is locked")
+
+    def held(*_: object) -> None:
+        raise sqlalchemy.exc.OperationalError("SELECT", {}, locked)
+
+    monkeypatch.setattr("governance.catalog.plans.list_plans", held)
+    _bad_input(_run(url, "plans"), f"catalog {url} failed: database is locked")
+
+
+def test_only_errors_about_the_catalog_itself_are_mapped() -> None:
+    url = "postgresql+psycopg://ana:hunter2@db/govern"
+    wrapped = sqlalchemy.exc.OperationalError("SELECT", {}, sqlite3.OperationalError("locked"))
+    mapped = catalog_failure(wrapped, url)
+    assert mapped is not None
+    assert mapped.exit_code == 2
+    assert str(mapped) == "catalog postgresql+psycopg://ana:***@db/govern failed: locked"
+    raw = catalog_failure(sqlite3.DatabaseError("database disk image is malformed"), url)
+    assert raw is not None  # from code that uses the DB-API cursor directly
+    assert "malformed" in str(raw)
+    assert catalog_failure(sqlite3.IntegrityError("UNIQUE failed"), url) is None
+    assert catalog_failure(sqlite3.ProgrammingError("bindings"), url) is None
+    assert catalog_failure(sqlalchemy.exc.ResourceClosedError("closed"), url) is None
+    assert catalog_failure(RuntimeError("bug"), url) is None
+
+
+def test_open_engine_without_create_leaves_an_existing_catalog_usable(
+    catalog: tuple[str, Path],
+) -> None:
+    url, _ = catalog
+    open_engine(url, create=False).dispose()
