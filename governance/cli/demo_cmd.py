@@ -54,7 +54,7 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     from governance.demo import build_demo_tree
     from governance.plan.service import make_plan
     from governance.policy import load_policy
-    from governance.report import render
+    from governance.report import render, write_report
     from governance.scan.service import scan_roots
 
     workdir = workdir.resolve()
@@ -71,7 +71,8 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     assert not isinstance(summary, GovernanceError)
     made = make_plan(app.engine, policy, datetime.now(UTC), actor=app.settings.identity)
     html_path = workdir / "plan.html"
-    html_path.write_text(render(made, "html"), encoding="utf-8")
+    with html_path.open("w", encoding="utf-8") as out:
+        write_report(made, "html", out)
     if fmt == "json":
         emit_json(
             {

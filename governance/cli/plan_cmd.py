@@ -149,9 +149,11 @@ def _print_plan(made: Plan, fmt: str) -> None:
 
         print_table(made, stdout_console())
         return
-    from governance.report import render
+    import sys
 
-    click.echo(render(made, fmt), nl=False)
+    from governance.report import write_report
+
+    write_report(made, fmt, sys.stdout)
 
 
 def _check_writable(path: Path) -> None:
@@ -195,12 +197,19 @@ def _check_writable(path: Path) -> None:
 
 
 def _write_report(made: Plan, fmt: str, path: Path) -> None:
+    """The report written to `path` as it renders (a large plan's JSON or CSV is hundreds
+    of megabytes: never held whole); a write that fails part-way removes the file."""
     from governance.errors import ArgumentError
-    from governance.report import render
+    from governance.report import write_report
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(made, fmt), encoding="utf-8")
+        with path.open("w", encoding="utf-8") as out:
+            try:
+                write_report(made, fmt, out)
+            except OSError:
+                path.unlink(missing_ok=True)
+                raise
     except OSError as exc:
         raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
 

@@ -56,8 +56,19 @@ _KEPT_STATE = {
 
 
 def iso(value: datetime) -> str:
-    """UTC ISO 8601 with a `Z` (the form cli.md uses)."""
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """UTC ISO 8601 with a `Z` (the form cli.md uses). The objects of one artifact
+    usually share one datetime: the last one's text is remembered (one tuple, swapped
+    whole, so threads never see a time with another's text)."""
+    global _LAST_ISO
+    last = _LAST_ISO
+    if value is last[0]:
+        return last[1]
+    text = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    _LAST_ISO = (value, text)
+    return text
+
+
+_LAST_ISO: tuple[datetime | None, str] = (None, "")
 
 
 def artifact_dict(ref: ArtifactRef) -> dict[str, Any]:
@@ -213,31 +224,48 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
     """Per run, its checkpoints in step order with the state each ends in after the plan."""
     wanted = set(kinds)
     found: dict[tuple[str, str], dict[str, Cell]] = {}
+    # A plan lists an artifact's actions together and a run's artifacts together: the
+    # run's cells are looked up once per run, not once per action (there may be millions).
+    run_key: tuple[str, str] | None = None
+    cells: dict[str, Cell] = {}
+    action_state = _ACTION_STATE
+    kept_state = _KEPT_STATE
 
-    def cell(ref: ArtifactRef) -> Cell | None:
-        if ref.kind not in wanted or ref.run is None:
-            return None
-        cells = found.setdefault((ref.root_url, ref.run), {})
-        if ref.uri not in cells:
+    def cell(ref: ArtifactRef) -> Cell:
+        nonlocal run_key, cells
+        key = (ref.root_url, ref.run or "")
+        if key != run_key:
+            run_key = key
+            cells = found.setdefault(key, {})
+        c = cells.get(ref.uri)
+        if c is None:
             label = str(ref.step) if ref.step is not None else _basename(ref.uri)
-            cells[ref.uri] = Cell(label, "kept", [], ref.uri, ref.step)
-        return cells[ref.uri]
+            c = cells[ref.uri] = Cell(label, "kept", [], ref.uri, ref.step)
+        return c
 
     for a in plan.actions:
-        c = cell(a.artifact)
-        if c is not None:
-            _add_state(c, _ACTION_STATE[ActionType(a.action)], f"#{a.id} {a.action}: {a.reason}")
+        ref = a.artifact
+        if ref.kind in wanted and ref.run is not None:
+            _add_state(cell(ref), action_state[a.action], f"#{a.id} {a.action}: {a.reason}")
     for k in plan.kept:
-        c = cell(k.artifact)
-        if c is not None:
-            _add_state(c, _KEPT_STATE[KeptHow(k.how)], f"kept ({k.how}): {k.reason}")
+        ref = k.artifact
+        if ref.kind in wanted and ref.run is not None:
+            _add_state(cell(ref), kept_state[k.how], f"kept ({k.how}): {k.reason}")
     rows = []
-    for (root, run), cells in sorted(found.items()):
-        ordered = sorted(cells.values(), key=lambda c: (c.step is None, c.step or 0, c.uri))
+    order = STATES.index
+    for (root, run), run_cells in sorted(found.items()):
+        ordered = sorted(run_cells.values(), key=_step_order)
         for c in ordered:
-            c.state = min(c.states, key=STATES.index) if c.states else "kept"
+            states = c.states
+            c.state = (
+                (states[0] if len(states) == 1 else min(states, key=order)) if states else "kept"
+            )
         rows.append(TimelineRow(root, run, ordered))
     return rows
+
+
+def _step_order(c: Cell) -> tuple[bool, int, str]:
+    return (c.step is None, c.step or 0, c.uri)
 
 
 def _add_state(c: Cell, state: str, reason: str) -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import csv
-import io
 from collections.abc import Iterator
+from typing import TextIO
 
 from governance.plan.types import ActionType, Plan
 from governance.report.common import iso
@@ -51,9 +51,8 @@ def iter_rows(plan: Plan) -> Iterator[tuple[object, ...]]:
             )
 
 
-def render_csv(plan: Plan) -> str:
-    out = io.StringIO()
+def write_csv(plan: Plan, out: TextIO) -> None:
+    """The header, then a row per object, written as they come."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
     writer.writerows(iter_rows(plan))
-    return out.getvalue()

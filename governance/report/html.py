@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TextIO
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -97,13 +97,23 @@ def _action_view(a: Any) -> ActionView:
     )
 
 
-def render_html(plan: Plan) -> str:
-    """The report as one HTML document (a str, UTF-8 when written)."""
+def write_html(plan: Plan, out: TextIO) -> None:
+    """The report as one HTML document, written as the template renders it."""
+    for piece in _template().generate(**_context(plan)):
+        out.write(piece)
+
+
+def _template() -> Any:
+    return _environment().get_template("plan.html.j2")
+
+
+def _context(plan: Plan) -> dict[str, Any]:
+    """What the template reads."""
     s = plan.summary
     rows = timeline(plan)
     many_roots = len({r.root_url for r in rows}) > 1
     kept_counts = Counter((k.rule or "-", k.tier or "-", str(k.how)) for k in plan.kept)
-    context = {
+    return {
         "plan": plan,
         "s": s,
         "as_of": iso(plan.as_of),
@@ -121,4 +131,3 @@ def render_html(plan: Plan) -> str:
         "kept_counts": sorted(kept_counts.items()),
         "version": __version__,
     }
-    return _environment().get_template("plan.html.j2").render(**context)

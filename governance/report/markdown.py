@@ -7,6 +7,7 @@ rules and runs does it touch, then every action with its reason.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TextIO
 
 from governance.plan.types import Plan
 from governance.policy.units import format_bytes
@@ -29,6 +30,11 @@ def _table(header: list[str], rows: list[list[object]], right: set[int] | None =
     )
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return lines
+
+
+def write_markdown(plan: Plan, out: TextIO) -> None:
+    """`render_markdown` (whose tables are capped: it is a few megabytes at most)."""
+    out.write(render_markdown(plan))
 
 
 def render_markdown(plan: Plan) -> str:

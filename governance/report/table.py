@@ -9,6 +9,7 @@ several): full URLs would take most of an 80-column terminal.
 from __future__ import annotations
 
 import io
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -95,6 +96,11 @@ def print_table(plan: Plan, console: Console) -> None:
             console.print(f"... and {more:,} more actions (use --format csv or html for all)")
     else:
         console.print("no actions: the policy keeps everything")
+
+
+def write_table(plan: Plan, out: TextIO) -> None:
+    """The table report as plain text, 160 columns wide (for a file or a pipe)."""
+    out.write(render_table(plan))
 
 
 def render_table(plan: Plan, width: int = 160) -> str:
