@@ -443,6 +443,8 @@ def _action_batches(engine: Engine, query: Any, chunk: int) -> Iterator[list[Pla
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SHARED: dict[str, str] = {}
+"""One copy of each repeated column value read back (see `_actions_from_rows`)."""
 _ACTION_TYPES: dict[str, ActionType] = {kind.value: kind for kind in ActionType}
 
 
@@ -453,10 +455,20 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
     append = out.append
     kinds = _ACTION_TYPES
     epoch, micros = _EPOCH, timedelta
+    # Rules, tiers, kinds, roots and classes repeat row after row: one string each, as
+    # the planner held them, not one per row (a plan's load would be a third larger).
+    share = _SHARED.setdefault
+    if len(_SHARED) > 65_536:
+        _SHARED.clear()
     for (
         action_id, rule, tier, kind, destructive, uri, art_kind, run, step, root, sc_to, dest,
         reason, early, request, before, after, stored, plan_id,
     ) in rows:  # fmt: skip
+        rule, art_kind, root = share(rule, rule), share(art_kind, art_kind), share(root, root)
+        if tier is not None:
+            tier = share(tier, tier)
+        if sc_to is not None:
+            sc_to = share(sc_to, sc_to)
         objects: list[ObjectRef] = []
         last_us: int | None = None
         when = epoch
@@ -470,6 +482,8 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
                 )
             if lm != last_us:
                 last_us, when = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
+            if sc is not None:
+                sc = share(sc, sc)
             objects.append(ObjectRef(key, size, when, etag, sc, vid, upload))
         artifact = ArtifactRef(uri, art_kind, run, step, root)
         action_type = kinds.get(kind) or ActionType(kind)
