@@ -348,6 +348,12 @@ def test_an_empty_count_says_so(tmp_path: Path) -> None:
     ]
 
 
+def test_an_empty_storage_list_says_it_needs_an_entry(tmp_path: Path) -> None:
+    """Not pydantic's "Tuple should have at least 1 item after validation"."""
+    found = problems(tmp_path, "", head="version: 1\nstorage: []\n")
+    assert found == ["2:10: storage: needs at least one entry, got none"]
+
+
 @pytest.mark.parametrize(
     ("url", "why"),
     [
