@@ -6,6 +6,7 @@ import contextlib
 import re
 import sqlite3
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError as SAArgumentError
-from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError, SAWarning
 
 from governance.errors import CatalogError
 
@@ -81,10 +82,16 @@ def make_engine(url: str) -> Engine:
             db_path = sqlite_path(url)
             if db_path is not None:
                 _make_folder(db_path, url)
-            engine = create_engine(url, connect_args={"timeout": 30})
+            with warnings.catch_warnings():
+                # e.g. `?mode=ro` without `uri=true`, which the driver would ignore: a
+                # catalog meant to be read-only must not be opened writable in silence
+                warnings.simplefilter("error", SAWarning)
+                engine = create_engine(url, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
             engine = create_engine(url, pool_pre_ping=True)
+    except SAWarning as exc:
+        raise CatalogError(f"catalog URL {safe_url(url)} is not usable: {_one_line(exc)}") from exc
     except (SAArgumentError, NoSuchModuleError, ValueError) as exc:
         raise CatalogError(
             f"catalog URL {safe_url(url)} is not usable: {_one_line(exc)}; "
@@ -296,8 +303,11 @@ def _catalog_state_error(orig: BaseException) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     """The driver's own message, first line only (SQLAlchemy appends the SQL and a link)."""
-    reason = str(getattr(exc, "orig", None) or exc).strip()
+    reason = _BACKGROUND.sub("", str(getattr(exc, "orig", None) or exc)).strip()
     return reason.splitlines()[0] if reason else type(exc).__name__
+
+
+_BACKGROUND = re.compile(r"\s*\(Background on this (?:error|warning) at: [^)]*\)")
 
 
 def safe_url(url: str) -> str:

@@ -239,9 +239,9 @@ def _message(err: Any, loc: Loc) -> str:
         got = "a mapping" if isinstance(value, dict) else _type_name(value)
         return f"expected a list, got {got}{shown}"
     if kind == "too_short" and isinstance(err.get("input"), list | tuple):
-        least, got = (err.get("ctx") or {}).get("min_length", 1), len(err["input"])
+        least, count = (err.get("ctx") or {}).get("min_length", 1), len(err["input"])
         wanted = "one entry" if least == 1 else f"{least} entries"
-        return f"needs at least {wanted}, got {got or 'none'}"
+        return f"needs at least {wanted}, got {count or 'none'}"
     if kind == "string_pattern_mismatch" and "input" in err:
         pattern = (err.get("ctx") or {}).get("pattern", "")
         wanted = _PATTERNS.get(pattern, f"text matching {pattern}")

@@ -219,3 +219,14 @@ def test_open_engine_without_create_leaves_an_existing_catalog_usable(
 ) -> None:
     url, _ = catalog
     open_engine(url, create=False).dispose()
+
+
+def test_sqlite_uri_arguments_without_uri_true_are_refused(catalog: tuple[str, Path]) -> None:
+    """`?mode=ro` without `uri=true` would be ignored by the driver: a catalog meant to be
+    opened read-only would be opened writable. Refused, naming what is missing; with
+    `uri=true` the same catalog reads."""
+    url, path = catalog
+    _bad_input(_run(url + "?mode=ro", "plans"), "'mode'", "uri=true")
+    read_only = _run(f"sqlite:///file:{path}?mode=ro&uri=true", "plans", "--format", "json")
+    assert read_only.exit_code == 0, read_only.stderr
+    assert read_only.stdout.strip() == "[]"
