@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from operator import attrgetter
+from typing import Any
 
 from governance.model.detectors import REGISTRY, RUN_DETECTORS, Context
 from governance.model.detectors.base import basename, parent
@@ -183,6 +184,7 @@ def _status(
     ctx: Context,
     last: datetime,
     last_write_age: str,
+    trainer: tuple[Artifact, Any] | None = None,
 ) -> tuple[RunStatus, str]:
     opts = ctx.options
     done, failed = _markers(key, objs, opts.completed_markers, opts.failed_markers)
@@ -198,6 +200,9 @@ def _status(
     final = [a for a in artifacts if a.kind is weights and _is_final_weights(key, a)]
     if final:
         return RunStatus.COMPLETED, f"final weights at {final[0].key}"
+    finished = _trainer_finished(trainer)
+    if finished is not None:
+        return RunStatus.COMPLETED, finished
     if not any(
         a.layout in CHECKPOINT_LAYOUTS and a.kind in (Kind.CHECKPOINT, Kind.RESIDUE)
         for a in artifacts
@@ -208,13 +213,14 @@ def _status(
     return RunStatus.ABANDONED, f"no write for {last_write_age} (abandoned_after exceeded)"
 
 
-def _best_checkpoint(artifacts: list[Artifact], ctx: Context) -> str | None:
-    """`best_model_checkpoint` of the newest Trainer checkpoint's state, as an artifact key."""
+def _newest_trainer_state(artifacts: list[Artifact], ctx: Context) -> tuple[Artifact, Any] | None:
+    """The newest complete Trainer checkpoint with its `trainer_state.json`, read (through
+    the metadata cache), or None."""
     if ctx.read_meta is None:
         return None
     states: dict[str, CatalogObject] = {}
     for a in artifacts:
-        if a.layout == "hf" and a.kind is Kind.CHECKPOINT:
+        if a.layout == "hf" and a.kind is Kind.CHECKPOINT and a.complete:
             state_key = a.key + "trainer_state.json"
             for o in a.objects:
                 if o.key == state_key:
@@ -222,13 +228,39 @@ def _best_checkpoint(artifacts: list[Artifact], ctx: Context) -> str | None:
     if not states:
         return None
     newest = max((a for a in artifacts if a.key in states), key=lambda a: (a.step or 0, a.key))
-    state = states[newest.key]
-    name = best_info(ctx.read_json(state)).checkpoint_name
+    return newest, ctx.read_json(states[newest.key])
+
+
+def _trainer_finished(newest: tuple[Artifact, Any] | None) -> str | None:
+    """Why the run is complete by its newest Trainer state (`global_step` reached
+    `max_steps`, which the Trainer sets when training starts), or None. The Trainer writes
+    no marker file when it finishes: without this, a finished run would read as
+    abandoned once quiet for `abandoned_after`, and a rule for dead runs would take its
+    final checkpoint."""
+    if newest is None:
+        return None
+    art, state = newest
+    if not isinstance(state, dict):
+        return None
+    step, most = state.get("global_step"), state.get("max_steps")
+    if type(step) is not int or type(most) is not int:  # (a bool is an int subclass)
+        return None
+    if most > 0 and step >= most:
+        return f"{art.key}trainer_state.json: global_step {step} reached max_steps {most}"
+    return None
+
+
+def _best_checkpoint(newest: tuple[Artifact, Any] | None, artifacts: list[Artifact]) -> str | None:
+    """`best_model_checkpoint` of the newest Trainer checkpoint's state, as an artifact key."""
+    if newest is None:
+        return None
+    art, state = newest
+    name = best_info(state).checkpoint_name
     if not name:
         return None
     candidates = sorted(
         (a for a in artifacts if a.kind is Kind.CHECKPOINT and basename(a.key) == name),
-        key=lambda a: (parent(a.key) != parent(newest.key), a.key),
+        key=lambda a: (parent(a.key) != parent(art.key), a.key),
     )
     return candidates[0].key if candidates else None
 
@@ -251,7 +283,8 @@ def build_run(
     """The run record for one buffered run: status with evidence, last write, best checkpoint."""
     last_write = max(map(_LAST_MODIFIED, objs))
     age = _age((ctx.options.as_of - last_write).total_seconds())
-    status, reason = _status(key, objs, artifacts, ctx, last_write, age)
+    trainer = _newest_trainer_state(artifacts, ctx)
+    status, reason = _status(key, objs, artifacts, ctx, last_write, age, trainer)
     return Run(
         key=key,
         name=attributes.get("run") or basename(key),
@@ -259,5 +292,5 @@ def build_run(
         status_reason=reason,
         last_write=last_write,
         attributes=dict(attributes),
-        best_checkpoint=_best_checkpoint(artifacts, ctx),
+        best_checkpoint=_best_checkpoint(trainer, artifacts),
     )

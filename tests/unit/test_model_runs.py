@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+
+import pytest
 
 from governance.model.classify import classify
 from governance.model.runs import TemplateMatcher, outermost, run_for_unit
@@ -98,6 +101,48 @@ def test_status_failed_running_abandoned_unknown() -> None:
         "runs/empty/": RunStatus.UNKNOWN,
     }
     assert all(g.run and g.run.status_reason for g in found.values())
+
+
+def test_a_trainer_run_that_reached_max_steps_is_completed_without_a_marker() -> None:
+    """The Trainer writes no marker when it finishes; its last `trainer_state.json` says
+    `global_step == max_steps`. Such a run is completed, never abandoned (a rule for dead
+    runs would otherwise take its final checkpoint), however quiet it has been; a run
+    that stopped short of `max_steps` is abandoned once quiet for `abandoned_after`."""
+    t = b.MemoryTree()
+    b.hf_run(t, "runs/done", steps=(100, 200), finished=True)
+    b.hf_run(t, "runs/short", steps=(100, 200))
+    found = runs(t, days=60, run_templates=("runs/{run}/",))
+    done, short = found["runs/done/"].run, found["runs/short/"].run
+    assert done is not None
+    assert short is not None
+    assert done.status is RunStatus.COMPLETED
+    assert done.status_reason == (
+        "runs/done/checkpoint-200/trainer_state.json: global_step 200 reached max_steps 200"
+    )
+    assert short.status is RunStatus.ABANDONED
+    recent = runs(t, days=0.5, run_templates=("runs/{run}/",))
+    assert recent["runs/done/"].run.status is RunStatus.COMPLETED  # type: ignore[union-attr]
+    assert recent["runs/short/"].run.status is RunStatus.RUNNING  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"global_step": 200},  # no max_steps
+        {"global_step": 200, "max_steps": 0},
+        {"global_step": 200, "max_steps": True},
+        {"global_step": "200", "max_steps": 200},
+        [200, 200],
+    ],
+)
+def test_a_trainer_state_that_does_not_say_finished_leaves_the_run_abandoned(state: object) -> None:
+    t = b.MemoryTree()
+    b.hf_run(t, "runs/x", steps=(100, 200), finished=True)
+    key = "runs/x/checkpoint-200/trainer_state.json"
+    t(key, json.dumps(state).encode(), b.T0 + timedelta(hours=2))
+    run = runs(t, days=60, run_templates=("runs/{run}/",))["runs/x/"].run
+    assert run is not None
+    assert run.status is RunStatus.ABANDONED
 
 
 def test_newer_completed_marker_beats_older_failed() -> None:
