@@ -160,10 +160,10 @@ def _check_writable(path: Path) -> None:
     """`--out` can be written, else a bad argument before any scan or plan: a plan saved
     and then reported as failed would wait for approval unseen.
 
-    Tried for real (a temporary file made and removed in its folder, an existing file
-    opened for appending, nothing written): `os.access` says yes to root whatever the
-    file system will do (`/proc`, `/sys`, an immutable file). A missing folder is made,
-    and removed again if it cannot take the file after all.
+    Tried for real, as the report is written (a temporary file made and removed in its
+    folder): `os.access` says yes to root whatever the file system will do (`/proc`,
+    `/sys`). A missing folder is made, and removed again if it cannot take the file after
+    all. A pipe or a device is left alone: opening one would be seen by its reader.
     """
     import tempfile
 
@@ -179,12 +179,10 @@ def _check_writable(path: Path) -> None:
         raise ArgumentError(f"--out {path}: {above} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            with path.open("ab"):
-                pass
-        else:
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".govern-out-"):
-                pass
+        if path.exists() and not path.is_file():
+            return
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".govern-out-"):
+            pass
     except OSError as exc:
         for created in made:  # leave no trace of a refused --out
             try:
@@ -197,21 +195,45 @@ def _check_writable(path: Path) -> None:
 
 
 def _write_report(made: Plan, fmt: str, path: Path) -> None:
-    """The report written to `path` as it renders (a large plan's JSON or CSV is hundreds
-    of megabytes: never held whole); a write that fails part-way removes the file."""
+    """The report written as it renders (a large plan's JSON or CSV is hundreds of
+    megabytes: never held whole). A regular file is written beside itself and renamed
+    over, so a failed or interrupted write leaves what was there; anything else (a pipe,
+    a device) is written to directly."""
     from governance.errors import ArgumentError
     from governance.report import write_report
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as out:
-            try:
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8") as out:
                 write_report(made, fmt, out)
-            except OSError:
-                path.unlink(missing_ok=True)
-                raise
+            return
+        _replace_with_report(made, fmt, path, write_report)
     except OSError as exc:
         raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
+
+
+def _replace_with_report(made: Plan, fmt: str, path: Path, write: Any) -> None:
+    """Write to a temporary file in `path`'s folder, then rename it onto `path`, with
+    the mode a file created there would get (or the one it had)."""
+    import os
+    import shutil
+    import tempfile
+
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=".govern-out-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            write(made, fmt, out)
+        if path.exists():
+            shutil.copymode(path, name)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(name, 0o666 & ~umask)
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 # ----------------------------------------------------------------------------- plans, show

@@ -7,6 +7,7 @@ today and a far-future `--as-of` ages it all: both halves of the time model are 
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,33 @@ def test_out_file_takes_its_format_from_the_suffix(
     bad = _run(catalog, "plan", "--policy", str(policy), "--out", str(tmp_path / "x.txt"))
     assert bad.exit_code == 2
     assert "--out" in bad.stderr
+
+
+def test_a_report_that_fails_part_way_leaves_the_previous_one(
+    setup: tuple[str, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--out` is written beside itself and renamed over: a write that fails (or is
+    interrupted) part-way leaves the report that was there, whole, and no temporary file;
+    a new report gets the mode a new file gets (not a temporary file's 0600)."""
+    catalog, policy, _ = setup
+    out = tmp_path / "reports" / "plan.json"
+    args = ["plan", "--policy", str(policy), "--as-of", FUTURE, "--out", str(out)]
+    first = _run(catalog, *args)
+    assert first.exit_code == 0, first.stderr
+    before = out.read_text(encoding="utf-8")
+    assert json.loads(before)["actions"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+    def broken(*_: object) -> dict[str, object]:
+        raise KeyboardInterrupt  # an interruption in the middle of writing the report
+
+    monkeypatch.setattr("governance.report.json_report.kept_dict", broken)
+    second = _run(catalog, *args)
+    assert second.exit_code != 0
+    assert out.read_text(encoding="utf-8") == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["plan.json"]
 
 
 def test_refused_plan_is_saved_printed_and_exits_3(tmp_path: Path) -> None:
