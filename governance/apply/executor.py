@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
 from governance.apply import journal
@@ -46,7 +47,7 @@ from governance.apply.types import (
 )
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
-from governance.errors import RefusedError
+from governance.errors import CatalogError, RefusedError
 from governance.plan.types import PlannedAction, PlanStatus
 from governance.policy.models import ApplyConfig
 from governance.storage.base import KeyResult
@@ -87,7 +88,7 @@ def apply_plan(
     from governance.approval import check_applicable
 
     header = load_plan_header(engine, plan_id)
-    config = ApplyConfig.model_validate(header.controls.get("apply") or {})
+    config = _frozen_apply_config(plan_id, header.controls)
     notes: list[str] = []
     try:
         with page_cache(engine):  # it reads every action once (types): no use for a cache
@@ -515,3 +516,19 @@ def _chunks(actions: Iterable[PlannedAction]) -> Iterator[list[PlannedAction]]:
 
 def _clock() -> datetime:
     return datetime.now(UTC)
+
+
+def _frozen_apply_config(plan_id: str, controls: dict[str, Any]) -> ApplyConfig:
+    """The plan's frozen `apply` block. One a newer govern no longer accepts (a
+    quarantine URL storage cannot open, say) is a damaged plan, not a traceback: the plan
+    was made under rules that cannot be carried out; planning again shows the error with
+    its position in the policy."""
+    try:
+        return ApplyConfig.model_validate(controls.get("apply") or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "apply"
+        raise CatalogError(
+            f"plan {plan_id}: its frozen apply block is not usable ({where}: {first['msg']}); "
+            "make a new plan"
+        ) from exc

@@ -244,9 +244,9 @@ class StoreOpener:
         return next((r for r in self._roots if bucket and _bucket(r.url) == bucket), None)
 
     def covers(self, root_url: str) -> bool:
-        """Whether a configured root holds `root_url` (it or a folder above it)."""
-        url = normalize_url(root_url)
-        return any(url.startswith(root.url) for root in self._roots)
+        """Whether `root_url` gets a configured root's settings (see `settings_for`: a
+        root above it, or one in the same bucket)."""
+        return self.settings_for(normalize_url(root_url)) is not None
 
     def __call__(self, url: str) -> Store:
         normalized = normalize_url(url)

@@ -41,8 +41,9 @@ policy_option = click.option(
 def _opener(app: AppContext, policy_path: Path | None, plan_id: str) -> StoreOpener:
     """The stores for the plan's roots, with the endpoints and credentials of `--policy`.
 
-    A policy none of whose storage roots covers a root of the plan is the wrong policy
-    (its endpoints would be silently replaced by defaults): refused before any change."""
+    A policy with no storage root over a root of the plan, nor in its bucket, is the
+    wrong policy (its endpoints would be silently replaced by defaults): refused before
+    any change."""
     from governance.apply import StoreOpener, StoreSettings
 
     roots: list[StoreSettings] = []
@@ -59,9 +60,9 @@ def _opener(app: AppContext, policy_path: Path | None, plan_id: str) -> StoreOpe
     ]
     if uncovered:
         raise ArgumentError(
-            f"--policy {policy_path}: no storage root of it holds plan {plan_id}'s "
-            f"root(s) {', '.join(sorted(uncovered))}; give the policy the plan was made "
-            "with, or none for default endpoints and credentials"
+            f"--policy {policy_path}: no storage root of it is in plan {plan_id}'s "
+            f"root(s) {', '.join(sorted(uncovered))} or their bucket; give the policy the "
+            "plan was made with, or none for default endpoints and credentials"
         )
     return opener
 

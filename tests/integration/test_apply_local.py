@@ -478,7 +478,7 @@ def test_apply_with_a_policy_not_holding_the_plans_root_changes_nothing(
     for command in ("apply", "restore"):
         result = govern(setup.catalog, command, doc["plan_id"], "--policy", str(other))
         assert result.exit_code == 2, (command, result.stderr)
-        assert f"--policy {other}: no storage root of it holds plan" in result.stderr
+        assert f"--policy {other}: no storage root of it is in plan" in result.stderr
         assert storage.resolve().as_uri() + "/" in result.stderr
     assert snapshot(storage) == before
     assert setup.status(doc["plan_id"]) == "approved"
