@@ -123,6 +123,11 @@ def policy_controls(policy: Policy) -> dict[str, Any]:
     }
 
 
+WHAT_IF_NOTE = (
+    "what-if: made as of {as_of}, after the time it was made; it is reported on, never "
+    "approved or applied"
+)
+
 DEDUPE_NOT_PLANNED = (
     "dedupe: the block is validated, but content dedupe is not planned yet; this plan "
     "has no dedupe actions and leaves duplicate copies as the rules decide"
@@ -236,7 +241,9 @@ def _build(
     storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
     refused = refusal(deleted, totals, policy.safety)
     if refused is not None:
-        status = PlanStatus.REFUSED
+        status = PlanStatus.REFUSED  # (the issue: over a limit is `refused`, what-if or not)
+        if as_of > created_at + WHAT_IF_MARGIN:
+            notes.append(WHAT_IF_NOTE.format(as_of=as_of.isoformat().replace("+00:00", "Z")))
     elif as_of > created_at + WHAT_IF_MARGIN:
         # everything in it looked older than it is (min_age and grace did not hold): a
         # plan to read, never to approve or apply, even once its as_of has passed

@@ -626,6 +626,30 @@ def test_a_plan_made_as_of_a_time_after_its_creation_is_a_what_if(
     assert plan.status is status
 
 
+@pytest.mark.parametrize("ahead", [timedelta(minutes=4), timedelta(days=30)])
+def test_a_what_if_plan_over_a_limit_is_refused_and_says_it_is_a_what_if(
+    ahead: timedelta,
+) -> None:
+    """Over a safety limit a plan is `refused` (the issue's status), made as of the
+    future or not; a future one also says it is a what-if, so nothing reads it as a plan
+    that was merely too big."""
+    from governance.plan.build import build_plan
+
+    cks = [checkpoint(R, s, 40) for s in (100, 200, 300)]
+    plan = build_plan(
+        [snapshot([group("a", cks)])],
+        policy(KEEP_LAST_1 + "safety: {max_delete_fraction: 0.1}\n"),
+        AS_OF + ahead,
+        plan_id="p-test",
+        created_by="tester",
+        created_at=AS_OF,
+    )
+    assert plan.status is PlanStatus.REFUSED
+    assert plan.refusal is not None
+    what_if = [n for n in plan.notes if n.startswith("what-if: made as of ")]
+    assert len(what_if) == (1 if ahead > timedelta(minutes=5) else 0)
+
+
 EARLIER_RULE_THEN_TIERS = """
 protect: {min_age: 1d}
 rules:
