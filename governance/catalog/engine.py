@@ -217,6 +217,8 @@ def open_engine(url: str, migrate: bool = True, create: bool = True) -> Engine:
                 f"catalog {safe_url(url)} holds tables but no govern schema version; "
                 "point --catalog at a govern catalog or an empty database"
             )
+        if current is None and not create:
+            raise _empty_catalog(url)
         if migrate and current is None:
             create_schema(engine)
         elif migrate and current != SCHEMA_REVISION:
@@ -239,10 +241,29 @@ def _require_existing(url: str) -> None:
     except (SAArgumentError, ValueError):
         return  # make_engine reports the malformed URL
     if path is not None and not path.is_file():
-        raise CatalogError(
-            f"catalog {safe_url(url)} does not exist; check --catalog or GOVERN_CATALOG_URL, "
-            "or run `govern scan` to create it"
+        where = (
+            ""
+            if path.is_absolute()
+            else (
+                f" (the path after sqlite:/// is relative: {path.resolve()}; an absolute path "
+                "takes four slashes, sqlite:////abs/path)"
+            )
         )
+        raise CatalogError(
+            f"catalog {safe_url(url)} does not exist{where}; check --catalog or "
+            "GOVERN_CATALOG_URL, or run `govern scan` to create it"
+        )
+    if path is not None and path.stat().st_size == 0:  # refused before a connection writes
+        raise _empty_catalog(url)
+
+
+def _empty_catalog(url: str) -> CatalogError:
+    """A read-only command's refusal of a catalog with nothing in it (a `touch`ed file, an
+    empty database): it is no catalog with no plans, nor an audit chain that verifies."""
+    return CatalogError(
+        f"catalog {safe_url(url)} is empty, not a govern catalog yet; check --catalog or "
+        "GOVERN_CATALOG_URL, or run `govern scan` to fill it"
+    )
 
 
 def _require_known_revision(engine: Engine, url: str, current: str | None) -> None:
@@ -314,6 +335,9 @@ def safe_url(url: str) -> str:
     """The URL with any password hidden: every catalog URL a user sees goes through this."""
     from sqlalchemy.engine import make_url
 
+    netloc = url.partition("://")[2].partition("/")[0]
+    if netloc.count("@") > 1:  # an unescaped `@` in the password: parsers split it wrongly
+        return re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", url)
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # not parseable: still hide whatever sits between `user:` and `@`

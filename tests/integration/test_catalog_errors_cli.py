@@ -230,3 +230,33 @@ def test_sqlite_uri_arguments_without_uri_true_are_refused(catalog: tuple[str, P
     read_only = _run(f"sqlite:///file:{path}?mode=ro&uri=true", "plans", "--format", "json")
     assert read_only.exit_code == 0, read_only.stderr
     assert read_only.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args", [("plans",), ("audit", "--verify")])
+def test_an_empty_file_is_not_a_catalog_to_read(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A 0-byte file (a `touch`, a mistyped path that exists) is not a catalog with no
+    plans, nor an audit chain that verifies: read-only commands refuse it, unchanged."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    _bad_input(_run(f"sqlite:///{empty}", *args), "is empty, not a govern catalog yet")
+    assert empty.stat().st_size == 0
+
+
+def test_a_relative_sqlite_path_that_is_missing_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sqlite:///tmp/x.db` is relative to the current folder (SQLAlchemy's rule), which
+    a user meaning /tmp/x.db cannot guess from "does not exist" alone."""
+    monkeypatch.chdir(tmp_path)
+    result = _run("sqlite:///tmp/cat.db", "plans")
+    _bad_input(result, "does not exist", f"{tmp_path}/tmp/cat.db", "four slashes")
+    assert not (tmp_path / "tmp").exists()
+
+
+def test_a_password_with_an_unescaped_at_sign_is_hidden_whole() -> None:
+    from governance.catalog.engine import safe_url
+
+    shown = safe_url("postgresql://postgres:s3cr@t@db.example/govtest")
+    assert "s3cr" not in shown
+    assert "t@db" not in shown
+    assert shown.startswith("postgresql://postgres:***@")
