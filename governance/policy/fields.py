@@ -117,9 +117,11 @@ def url_glob(pattern: str) -> str:
     from governance.storage import known_scheme
 
     normalized = normalize_glob(pattern)
-    scheme = normalized.split("://", 1)[0]
+    scheme, rest = normalized.split("://", 1)
     if not known_scheme(scheme):
         raise fail(f"URL glob {pattern!r}: unknown scheme {scheme!r}")
+    if scheme == "file" and not rest.startswith("/"):
+        raise fail(f"URL glob {pattern!r}: file URLs need an absolute path (file:///abs/dir/**)")
     return normalized
 
 
@@ -185,10 +187,10 @@ def _placeholder_key(key: str, info: ValidationInfo) -> str:
 
 
 def unknown_select_key(key: str, declared: set[str] | frozenset[str]) -> str:
-    names = ", ".join(sorted(declared)) or "none declared"
+    known = f"({', '.join(sorted(declared))})" if declared else "(it has none besides {run})"
     return (
         f"unknown select key {key!r}{did_you_mean(key, [*SELECTOR_KEYS, *declared])}: "
-        f"not a selector key nor a placeholder of layout.runs ({names})"
+        f"not a selector key nor a placeholder of layout.runs {known}"
     )
 
 

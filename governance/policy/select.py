@@ -40,7 +40,10 @@ def normalize_glob(pattern: str) -> str:
         from governance.storage import canonical_scheme
 
         scheme, rest = pattern.split("://", 1)
-        return f"{canonical_scheme(scheme)}://{rest}"
+        scheme = canonical_scheme(scheme)
+        if scheme == "file" and rest.startswith("localhost/"):
+            rest = rest.removeprefix("localhost")  # file://localhost/x is file:///x
+        return f"{scheme}://{rest}"
     trailing = pattern.endswith("/")
     path = os.path.abspath(os.path.expanduser(pattern))
     if trailing and not path.endswith("/"):

@@ -446,6 +446,18 @@ def test_a_url_glob_with_an_unknown_scheme_is_a_policy_error(tmp_path: Path) -> 
     ]
 
 
+def test_file_url_globs_are_absolute_and_localhost_is_the_local_disk(tmp_path: Path) -> None:
+    """`file://localhost/x` is `file:///x` (object URLs are spelled so: otherwise the glob
+    matches nothing); `file://data/x` names a host, not a path, and is refused."""
+    policy = load_policy(write(tmp_path, 'protect: {paths: ["file://localhost/data/keep/**"]}\n'))
+    assert policy.protect.paths == ("file:///data/keep/**",)
+    found = problems(tmp_path, 'protect: {paths: ["file://data/keep/**"]}\n')
+    assert found == [
+        "5:19: protect.paths[0]: URL glob 'file://data/keep/**': file URLs need an absolute "
+        "path (file:///abs/dir/**)"
+    ]
+
+
 def test_block_given_as_list(tmp_path: Path) -> None:
     found = problems(tmp_path, "safety:\n  - 1\n")
     assert found == ["6:3: safety: expected a mapping, got a list"]
@@ -610,6 +622,26 @@ def test_select_key_not_a_placeholder(tmp_path: Path) -> None:
     assert found == [
         "9:25: rules[0].select.teem: unknown select key 'teem' (did you mean 'team'?): "
         "not a selector key nor a placeholder of layout.runs (team)"
+    ]
+
+
+def test_a_select_key_typo_under_templates_with_only_run_says_so(tmp_path: Path) -> None:
+    """`runs/{run}/` declares a template; it has no placeholder but `run` (a selector
+    key): the message must not say "none declared"."""
+    found = problems(
+        tmp_path,
+        """\
+        layout:
+          runs: ["runs/{run}/"]
+        rules:
+          - name: logs
+            select: {knd: log}
+            expire: {after: 7d}
+        """,
+    )
+    assert found == [
+        "9:14: rules[0].select.knd: unknown select key 'knd' (did you mean 'kind'?): "
+        "not a selector key nor a placeholder of layout.runs (it has none besides {run})"
     ]
 
 
