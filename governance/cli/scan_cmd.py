@@ -98,7 +98,7 @@ def scan(
             summaries.append(summary_or_error)
     if fmt == "json":
         emit_json({"scans": [s.as_dict() for s in summaries], "errors": [str(e) for e in errors]})
-    elif not app.settings.quiet:
+    elif not app.settings.quiet and summaries:  # (no empty table above an error)
         _print_table(summaries)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))

@@ -9,6 +9,7 @@ Backends are imported lazily so that `govern --help` does not pay for boto3 or f
 from __future__ import annotations
 
 import os
+import re
 from typing import IO, TYPE_CHECKING, Protocol, runtime_checkable
 
 from governance.errors import ArgumentError
@@ -124,6 +125,10 @@ def normalize_url(url: str) -> str:
     if "\x00" in url:
         raise ArgumentError(f"storage URL {url!r}: contains a NUL character")
     if "://" not in url:
+        slip = _ONE_SLASH.match(url)
+        if slip and known_scheme(slip.group(1)) and canonical_scheme(slip.group(1)) != "file":
+            fixed = f"{slip.group(1)}://{url[slip.end() :].lstrip('/')}"
+            raise ArgumentError(f"storage URL {url!r}: did you mean {fixed!r}?")
         return _file_url(url)
     scheme, rest = url.split("://", 1)
     scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
@@ -147,6 +152,10 @@ def normalize_url(url: str) -> str:
         prefix = prefix.lstrip("/")
         return f"{scheme}://{bucket}/{prefix.rstrip('/') + '/' if prefix else ''}"
     return f"{scheme}://{rest.rstrip('/')}/"
+
+
+_ONE_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/")
+"""`s3:/bucket`: a scheme with one slash of its `//` lost, not a local folder `s3:`."""
 
 
 def _file_url(path: str) -> str:

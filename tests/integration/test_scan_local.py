@@ -204,6 +204,20 @@ def test_cli_scan_of_missing_root_exits_2_with_one_message(tmp_path: Path) -> No
     assert result.exit_code == 2
     assert "nope" in result.stderr
     assert result.stderr.count("error:") == 1
+    assert result.stdout == ""  # no empty table above the error
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("s3:/bucket/runs", "s3://bucket/runs")])
+def test_cli_scan_of_a_url_missing_a_slash_suggests_the_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: str, meant: str
+) -> None:
+    """`s3:/bucket` is a slip for `s3://bucket`, not a local folder named `s3:`."""
+    monkeypatch.chdir(tmp_path)
+    catalog = f"sqlite:///{tmp_path / 'cat.db'}"
+    result = CliRunner().invoke(cli, ["--catalog", catalog, "scan", "--root", typed])
+    assert result.exit_code == 2
+    assert f"did you mean {meant!r}?" in result.stderr
+    assert "file://" not in result.stderr
 
 
 def test_cli_scan_without_roots_is_bad_input(tmp_path: Path) -> None:
