@@ -415,6 +415,23 @@ class Policy(PolicyModel):
         return pricing
 
     @model_validator(mode="after")
+    def _versioned_deletes_need_s3(self) -> Policy:
+        """`delete_mode: versioned` leaves old versions behind a delete marker: only an S3
+        bucket keeps them. On a filesystem root apply would refuse the approved plan;
+        said here, where the policy is written."""
+        if self.apply.delete_mode != "versioned":
+            return self
+        plain = [root.url for root in self.storage if not _opened(root.url).startswith("s3://")]
+        if plain:
+            raise fail(
+                f"delete_mode versioned needs versioned S3 buckets; {', '.join(plain)} "
+                "cannot keep old versions: use quarantine or permanent",
+                "apply",
+                "delete_mode",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _archives_outside_roots(self) -> Policy:
         """An archive copy lands at `archive.url` + the object's key: at a root (or in
         one) it would overwrite the object it copies before removing it, or be scanned

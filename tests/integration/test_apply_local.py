@@ -209,13 +209,16 @@ def test_permanent_needs_yes_and_cannot_be_restored(tmp_path: Path) -> None:
 
 
 def test_versioned_mode_is_refused_on_a_filesystem(tmp_path: Path) -> None:
+    """A filesystem keeps no old versions: the policy is refused where it is written
+    (exit 2, its position named), before any plan is made or anything touched."""
     setup, storage = build(
         tmp_path, extra="approval: {require_for: []}\napply: {delete_mode: versioned}\n"
     )
     before = snapshot(storage)
-    doc = setup.plan()
-    refused = setup.apply(doc["plan_id"], code=3)
-    assert "versioning is not enabled" in refused.stderr
+    result = govern(setup.catalog, "plan", "--policy", str(setup.policy), "--format", "json")
+    assert result.exit_code == 2, result.stderr
+    assert "apply.delete_mode: delete_mode versioned needs versioned S3 buckets" in result.stderr
+    assert result.stdout == ""
     assert snapshot(storage) == before
 
 
