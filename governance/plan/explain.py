@@ -56,13 +56,17 @@ def explain(
 
     Raises `ArgumentError` when no artifact of the given roots has that URI.
     """
+    runs: list[str] = []  # runs at or under `uri`: a run folder is not one artifact
     for root in roots:
         if not uri.startswith(root.url):
             continue
         key = uri[len(root.url) :]
+        folder = key if key.endswith("/") or not key else key + "/"
         for group in root.groups:
             target = _find(group, key)
             if target is None:
+                if group.run is not None and group.run.key.startswith(folder):
+                    runs.append(group.run.name)
                 continue
             result = decide_group(
                 group, root.url, root.supports_storage_classes, policy, as_of, trace=True
@@ -84,4 +88,11 @@ def explain(
                 decision=d.decision,
                 reason=d.reason or (d.kept.reason if d.kept is not None else ""),
             )
-    raise ArgumentError(f"no artifact or object with URI {uri} in the catalog of these roots")
+    hint = ""
+    if runs:
+        shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+        hint = (
+            f"; it holds run(s) {shown}: explain one of their artifacts or objects "
+            f"(`govern ls artifacts --run {runs[0]}` lists them)"
+        )
+    raise ArgumentError(f"no artifact or object with URI {uri} in the catalog of these roots{hint}")

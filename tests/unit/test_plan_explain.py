@@ -77,6 +77,18 @@ def test_explain_unknown_uri() -> None:
         explain([snapshot(_groups())], example_policy(), AS_OF, "s3://elsewhere/x")
 
 
+@pytest.mark.parametrize("uri", [ROOT + "runs/a/", ROOT + "runs/a", ROOT + "runs/", ROOT])
+def test_explain_of_a_folder_holding_runs_names_them(uri: str) -> None:
+    """A run folder is not one artifact: the error says which runs it holds and how to
+    list their artifacts, instead of only "no artifact"."""
+    with pytest.raises(ArgumentError) as info:
+        explain([snapshot(_groups())], example_policy(), AS_OF, uri)
+    assert str(info.value).endswith(
+        "it holds run(s) a: explain one of their artifacts or objects "
+        "(`govern ls artifacts --run a` lists them)"
+    )
+
+
 def test_explain_protected() -> None:
     rel = single("releases/v1/model.safetensors", Kind.WEIGHTS, age_days=100)
     e = explain([snapshot([group(None, [rel])])], example_policy(), AS_OF, ROOT + rel.key)
