@@ -103,9 +103,11 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     console.print(f"HTML report: {html_path}")
     govern = f"govern --catalog sqlite:///{workdir / 'catalog.db'}"
     console.print("Next steps (destructive actions wait for someone other than the planner):")
-    console.print(f"  {govern} explain URL --policy {policy_path}", soft_wrap=True)
+    example = made.actions[0].artifact.uri if made.actions else "URL"
+    console.print(f"  {govern} explain {example} --policy {policy_path}", soft_wrap=True)
     console.print(
         f"  {govern} --as reviewer approve {made.plan_id} --comment 'looks right'", soft_wrap=True
     )
     console.print(f"  {govern} apply {made.plan_id} --policy {policy_path}", soft_wrap=True)
     console.print(f"  {govern} restore {made.plan_id} --policy {policy_path}", soft_wrap=True)
+    console.print(f"  {govern} audit --verify", soft_wrap=True)
