@@ -284,3 +284,116 @@ def roots_of(plan: Plan) -> list[str]:
     roots.update(a.artifact.root_url for a in plan.actions)
     roots.update(k.artifact.root_url for k in plan.kept)
     return sorted(roots)
+
+
+# ----------------------------------------------------------------------------- deletes
+
+
+@dataclass(frozen=True, slots=True)
+class Deletes:
+    """How `govern apply` will carry out the plan's deletes, read from the `apply` block
+    frozen into the plan (apply reads the same), and whether there is a way back.
+
+    `actions` counts the actions that take objects away (delete, strip, dedupe, and
+    archive by copying elsewhere: the ones `apply.delete_mode` applies to);
+    `aborted_uploads` the incomplete uploads aborted, which no mode can bring back.
+    """
+
+    mode: str  # quarantine | versioned | permanent
+    actions: int
+    aborted_uploads: int
+    quarantine_urls: tuple[str, ...]  # where deletes go, one per root (quarantine only)
+    quarantine_for: str | None  # how long they stay there (quarantine only)
+
+    @property
+    def restorable(self) -> bool:
+        """Whether `govern restore` can bring the deleted objects back."""
+        return self.mode != "permanent" and self.actions > 0
+
+    @property
+    def permanent(self) -> bool:
+        return self.mode == "permanent" and self.actions > 0
+
+    @property
+    def text(self) -> str:
+        """One line for people, e.g. "deletes: moved to quarantine
+        s3://b/.govern-quarantine/, kept 14d: govern restore brings them back until then"."""
+        return f"deletes: {self.how}"
+
+    @property
+    def how(self) -> str:
+        """`text` without its "deletes: "."""
+        if not self.actions:
+            how = "none"
+        elif self.mode == "permanent":
+            how = (
+                "PERMANENT: nothing can be restored "
+                "(apply.delete_mode: permanent; apply asks for --yes)"
+            )
+        elif self.mode == "versioned":
+            how = "versioned: delete markers, old versions kept (govern restore brings them back)"
+        else:
+            how = (
+                f"moved to quarantine {self.where}, kept {self.quarantine_for}: "
+                "govern restore brings them back until then"
+            )
+        if self.aborted_uploads:
+            n = self.aborted_uploads
+            how += (
+                f"; {n:,} incomplete upload{'' if n == 1 else 's'} aborted, "
+                "which cannot be restored"
+            )
+        return how
+
+    @property
+    def where(self) -> str:
+        urls = self.quarantine_urls
+        if len(urls) == 1:
+            return urls[0]
+        return f"beside each root ({', '.join(urls)})"
+
+    def document(self) -> dict[str, Any]:
+        """The JSON report's `deletes` object."""
+        return {
+            "mode": self.mode,
+            "restorable": self.restorable,
+            "actions": self.actions,
+            "aborted_uploads": self.aborted_uploads,
+            "quarantine_urls": list(self.quarantine_urls),
+            "quarantine_for": self.quarantine_for,
+            "text": self.text,
+        }
+
+
+def removes_objects(a: PlannedAction) -> bool:
+    """Whether apply takes the action's objects away from where they are, so that
+    `apply.delete_mode` decides whether they can come back (the same test as
+    `governance.apply.actions.removes_objects`, kept here so reports need not import
+    apply)."""
+    return a.action in _REMOVALS or (a.action is ActionType.ARCHIVE and a.dest_url is not None)
+
+
+_REMOVALS = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE})
+
+
+def deletes(plan: Plan) -> Deletes | None:
+    """How the plan's deletes will be carried out; None when it takes nothing away
+    (no action removes objects or aborts an upload: transitions, archives in place)."""
+    from governance.policy.models import ApplyConfig
+
+    removing = [a for a in plan.actions if removes_objects(a)]
+    aborted = sum(1 for a in plan.actions if a.action is ActionType.ABORT_UPLOAD)
+    if not removing and not aborted:
+        return None
+    frozen = plan.controls.get("apply") or {}
+    mode = str(frozen.get("delete_mode") or "quarantine")
+    urls: tuple[str, ...] = ()
+    keep_for = None
+    if mode == "quarantine" and removing:
+        # the frozen block as apply reads it, without validating it again (a report of
+        # a plan apply would refuse as damaged must still open)
+        config = ApplyConfig.model_construct(quarantine_url=frozen.get("quarantine_url"))
+        roots = sorted({a.artifact.root_url for a in removing})
+        urls = tuple(sorted({config.quarantine_url_for(root) for root in roots}))
+        keep_for = str(frozen.get("quarantine_for") or "14d")
+    return Deletes(mode, len(removing), aborted, urls, keep_for)

@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any, TextIO
 
 from governance.plan.types import Plan, PlanStatus, PlanSummary
-from governance.report.common import action_dict, iso, kept_dict
+from governance.report.common import action_dict, deletes, iso, kept_dict
 
 
 def summary_document(summary: PlanSummary) -> dict[str, Any]:
@@ -78,9 +78,17 @@ def _head_document(plan: Plan) -> dict[str, Any]:
         "notes": list(plan.notes),
         "scans": dict(plan.scans),
         "summary": summary_document(plan.summary),
+        "deletes": _deletes_document(plan),
         "actions": [],
         "kept": [],
     }
+
+
+def _deletes_document(plan: Plan) -> dict[str, Any] | None:
+    """How apply carries out the plan's deletes and whether they can come back (null
+    when the plan has no destructive action); see `common.Deletes`."""
+    found = deletes(plan)
+    return None if found is None else found.document()
 
 
 _LISTS_END = '"actions": [],\n  "kept": []\n}'

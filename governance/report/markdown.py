@@ -11,7 +11,7 @@ from typing import TextIO
 
 from governance.plan.types import Plan
 from governance.policy.units import format_bytes
-from governance.report.common import STATE_LABELS, by_run, iso, savings, timeline, usd
+from governance.report.common import STATE_LABELS, by_run, deletes, iso, savings, timeline, usd
 
 ACTION_LIMIT = 5000
 """Markdown tables beyond this many rows help nobody; the CSV has every object."""
@@ -64,6 +64,14 @@ def render_markdown(plan: Plan) -> str:
         ],
         right={0, 1, 2, 3, 4},
     )
+    gone = deletes(plan)
+    if gone is not None:
+        out += [
+            "",
+            f"> **Deletes: {_cell(gone.how)}**"
+            if gone.permanent
+            else f"**Deletes:** {_cell(gone.how)}",
+        ]
     out += [
         "",
         f"**Monthly cost:** {usd(s.monthly_cost_before_usd)} → {usd(s.monthly_cost_after_usd)}"

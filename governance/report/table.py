@@ -18,7 +18,8 @@ from rich.text import Text
 
 from governance.plan.types import ActionType, Plan
 from governance.policy.units import format_bytes
-from governance.report.common import RunTotals, by_run, iso, roots_of, savings, usd
+from governance.report.common import RunTotals, by_run, deletes, iso, roots_of, savings, usd
+from governance.report.layout import print_fitted
 
 ACTION_LIMIT = 2000
 RUN_LIMIT = 200
@@ -75,6 +76,10 @@ def print_table(plan: Plan, console: Console) -> None:
         f"{format_bytes(s.bytes_transitioned)} transitioned, "
         f"{format_bytes(s.bytes_archived)} archived"
     )
+    gone = deletes(plan)
+    if gone is not None:
+        style = "bold red" if gone.permanent else "bold"
+        console.print(Text.assemble(("deletes: ", "bold"), (gone.how, style)))
     console.print(
         f"monthly cost {usd(s.monthly_cost_before_usd)} -> {usd(s.monthly_cost_after_usd)} "
         f"([green]saves {usd(savings(plan))}/month[/green]); one-off: "
@@ -83,14 +88,14 @@ def print_table(plan: Plan, console: Console) -> None:
     for note in plan.notes:
         console.print(f"note: {escape(note)}")
     if s.by_rule:
-        console.print(_rule_table(plan))
+        print_fitted(console, _rule_table(plan))
     if s.left:
-        console.print(_left_table(plan, paths))
+        print_fitted(console, _left_table(plan, paths))
     runs = [t for t in by_run(plan) if t.actions]
     if runs:
-        console.print(_run_table(runs, paths))
+        print_fitted(console, _run_table(runs, paths))
     if plan.actions:
-        console.print(_action_table(plan, paths, console.width))
+        print_fitted(console, _action_table(plan, paths, console.width))
         if len(plan.actions) > ACTION_LIMIT:
             more = len(plan.actions) - ACTION_LIMIT
             console.print(f"... and {more:,} more actions (use --format csv or html for all)")
@@ -112,7 +117,10 @@ def render_table(plan: Plan, width: int = 160) -> str:
 def _rule_table(plan: Plan) -> Table:
     table = Table(title="by rule", title_justify="left")
     for col in ("rule", "actions", "objects", "deleted", "transitioned", "archived"):
-        table.add_column(col, justify="left" if col == "rule" else "right")
+        if col == "rule":
+            table.add_column(col, overflow="fold")
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
     for name, r in plan.summary.by_rule.items():
         table.add_row(
             Text(name),
@@ -128,7 +136,10 @@ def _rule_table(plan: Plan) -> Table:
 def _left_table(plan: Plan, paths: _Paths) -> Table:
     table = Table(title="left as they are", title_justify="left")
     for col in ("rule", "kind", "artifacts", "bytes"):
-        table.add_column(col, justify="right" if col in ("artifacts", "bytes") else "left")
+        if col in ("artifacts", "bytes"):
+            table.add_column(col, justify="right", no_wrap=True)
+        else:
+            table.add_column(col, overflow="fold")
     table.add_column("for example", overflow="fold")
     for x in plan.summary.left:
         table.add_row(
@@ -145,7 +156,10 @@ def _run_table(runs: list[RunTotals], paths: _Paths) -> Table:
     table = Table(title="by run", title_justify="left")
     columns = ("run", "root", "actions", "deleted", "moved", "kept")
     for col in columns if paths.several else [c for c in columns if c != "root"]:
-        table.add_column(col, justify="left" if col in ("run", "root") else "right")
+        if col in ("run", "root"):
+            table.add_column(col, overflow="fold")
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
     for t in runs[:RUN_LIMIT]:
         table.add_row(
             Text(t.label),
@@ -169,12 +183,12 @@ def _action_table(plan: Plan, paths: _Paths, width: int) -> Table:
     if width < NARROW:
         return _narrow_action_table(plan, paths)
     table = Table(title="actions", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("rule")
-    table.add_column("tier")
-    table.add_column("action")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("rule", overflow="fold")
+    table.add_column("tier", overflow="fold")
+    table.add_column("action", no_wrap=True)
     table.add_column("artifact", overflow="fold")
-    table.add_column("bytes", justify="right")
+    table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("reason", overflow="fold")
     for a in plan.actions[:ACTION_LIMIT]:
         table.add_row(
@@ -191,9 +205,9 @@ def _action_table(plan: Plan, paths: _Paths, width: int) -> Table:
 
 def _narrow_action_table(plan: Plan, paths: _Paths) -> Table:
     table = Table(title="actions", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("action")
-    table.add_column("bytes", justify="right")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("artifact, then its rule and reason", overflow="fold")
     for a in plan.actions[:ACTION_LIMIT]:
         cell = Text(paths(a.artifact.uri))

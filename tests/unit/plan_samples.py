@@ -8,6 +8,7 @@ Names carry characters that break naive renderers: `|` (Markdown), `<&` (HTML),
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from governance.plan.types import (
     ActionType,
@@ -53,6 +54,7 @@ def sample_plan(
     *,
     refusal: str | None = None,
     created_at: datetime | None = None,
+    controls: dict[str, Any] | None = None,
 ) -> Plan:
     r1 = "r1|x<&é"
     r2 = "r2[x]"
@@ -185,4 +187,5 @@ def sample_plan(
         summary=summary,
         refusal=refusal,
         notes=["transitions do not apply to file:///data/scratch/"],
+        controls=dict(controls or {}),
     )
