@@ -137,9 +137,16 @@ def _event_document(ev: AuditEvent) -> dict[str, Any]:
     }
 
 
+NARROW = 140
+"""Below this many columns each event's details go on the lines under it: beside five
+other columns in 80 they got nine characters a line (a 39-event log took 300 lines)."""
+
+
 def _print_events(found: list[AuditEvent]) -> None:
     from rich.table import Table
     from rich.text import Text
+
+    from governance.report.layout import print_fitted
 
     console = stdout_console()
     if not found:
@@ -147,11 +154,30 @@ def _print_events(found: list[AuditEvent]) -> None:
         return
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
     table.add_column("id", justify="right", no_wrap=True)
+    if console.width < NARROW:
+        # one column: the event's line (actor last, so that a long one runs on without
+        # moving the others), then its details under it
+        event_width = max(len(ev.event) for ev in found)
+        plan_width = max(len(ev.plan_id or "-") for ev in found)
+        head = f"{'at (UTC)':<16}  {'event':<{event_width}}  {'plan':<{plan_width}}  actor"
+        table.add_column(Text(head, style="bold"), overflow="fold")
+        for ev in found:
+            line = (
+                f"{ev.at.strftime('%Y-%m-%d %H:%M')}  {ev.event:<{event_width}}  "
+                f"{ev.plan_id or '-':<{plan_width}}  {ev.actor}"
+            )
+            cell = Text(line)
+            details = _details(ev.payload)
+            if details:
+                cell.append("\n" + details, style="dim")
+            table.add_row(str(ev.id), cell)
+        print_fitted(console, table)
+        return
     table.add_column("at (UTC)", no_wrap=True)
     table.add_column("event", no_wrap=True)
-    table.add_column("actor")
+    table.add_column("actor", overflow="fold")
     table.add_column("plan", no_wrap=True)
-    table.add_column("details", overflow="fold")
+    table.add_column("details", overflow="fold", min_width=40)
     for ev in found:
         table.add_row(
             str(ev.id),
@@ -161,7 +187,7 @@ def _print_events(found: list[AuditEvent]) -> None:
             ev.plan_id or "-",
             Text(_details(ev.payload)),
         )
-    console.print(table)
+    print_fitted(console, table)
 
 
 _QUIET_KEYS = frozenset({"fingerprint", "as_of", "policy_path", "policy_sha256", "expires_at"})

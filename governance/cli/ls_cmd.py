@@ -10,6 +10,7 @@ from governance.catalog.derived import ensure_classified
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json_array, format_option, stdout_console
 from governance.errors import ArgumentError
+from governance.report.layout import print_fitted
 from governance.storage import normalize_url
 
 TABLE_LIMIT = 2000
@@ -41,6 +42,8 @@ def ls() -> None:
 @pass_app
 def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: str) -> None:
     """Objects in the catalog."""
+    from rich.text import Text
+
     from governance.catalog.queries import iter_object_rows
 
     url = _known_root(app, root_url)
@@ -53,8 +56,11 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
     from governance.policy.units import format_bytes
 
     table = Table()
-    for col in ("uri", "size", "last modified", "class", "etag"):
-        table.add_column(col, justify="right" if col == "size" else "left", overflow="fold")
+    table.add_column("uri", overflow="fold", min_width=24)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("last modified", min_width=10)  # the time goes under the date
+    table.add_column("class", overflow="fold")
+    table.add_column("etag", overflow="fold")
     shown = 0
     more = 0
     for row in rows:
@@ -62,15 +68,15 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
             more += 1
             continue
         table.add_row(
-            row["uri"],
+            Text(row["uri"]),
             format_bytes(row["size"]),
             row["last_modified"].strftime("%Y-%m-%d %H:%M"),
-            row["storage_class"] or "-",
-            row["etag"],
+            Text(row["storage_class"] or "-"),
+            Text(row["etag"] or "-"),
         )
         shown += 1
     console = stdout_console()
-    console.print(table)
+    print_fitted(console, table)
     if more:
         console.print(f"... and {more:,} more (use --format json for all)")
 
@@ -82,6 +88,7 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
 def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     """Runs: status and the evidence for it, sizes, checkpoints."""
     from rich.table import Table
+    from rich.text import Text
 
     from governance.catalog.queries import iter_run_rows
     from governance.policy.units import format_bytes
@@ -92,21 +99,45 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     if fmt == "json":
         emit_json_array(rows)
         return
+    console = stdout_console()
+    wide = console.width >= NARROW
     table = Table()
-    for col in ("run", "status", "why", "checkpoints", "bytes", "last write", "attributes"):
-        table.add_column(col, justify="right" if col in ("checkpoints", "bytes") else "left")
+    table.add_column("run" if wide else "run, then why and its attributes", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    if wide:
+        table.add_column("why", overflow="fold")
+    table.add_column("checkpoints" if wide else "ckpts", justify="right", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("last write", min_width=10)  # the time goes under the date
+    if wide:
+        table.add_column("attributes", overflow="fold")
     for row in rows:
         attrs = ", ".join(f"{k}={v}" for k, v in sorted(row["attributes"].items()))
-        table.add_row(
-            row["run"],
-            row["status"],
-            row["status_reason"],
+        numbers = (
             str(row["checkpoints"]),
             format_bytes(row["bytes"]),
             row["last_write"].strftime("%Y-%m-%d %H:%M"),
-            attrs,
         )
-    stdout_console().print(table)
+        if wide:
+            table.add_row(
+                Text(row["run"]),
+                row["status"],
+                Text(row["status_reason"]),
+                *numbers,
+                Text(attrs),
+            )
+            continue
+        cell = Text(row["run"])
+        cell.append(f"\n{row['status_reason']}", style="dim")
+        if attrs:
+            cell.append(f"\n{attrs}", style="dim")
+        table.add_row(cell, row["status"], *numbers)
+    print_fitted(console, table)
+
+
+NARROW = 120
+"""Below this many columns `ls runs` puts each run's status reason and attributes under
+its name: seven columns side by side in 80 would fold each into a few letters a line."""
 
 
 @ls.command("artifacts")
@@ -126,6 +157,7 @@ def ls_artifacts(
 ) -> None:
     """Artifacts: kind, run, step, completeness, sizes and components."""
     from rich.table import Table
+    from rich.text import Text
 
     from governance.catalog.queries import iter_artifact_rows
     from governance.policy.units import format_bytes
@@ -136,11 +168,23 @@ def ls_artifacts(
     if fmt == "json":
         emit_json_array(rows)
         return
+    console = stdout_console()
+    wide = console.width >= NARROW
     table = Table()
-    for col in ("artifact", "kind", "run", "step", "complete", "bytes", "components"):
-        table.add_column(
-            col, justify="right" if col in ("step", "bytes") else "left", overflow="fold"
-        )
+    table.add_column(
+        "artifact" if wide else "artifact, then its run, completeness and components",
+        overflow="fold",
+        min_width=16,
+    )
+    table.add_column("kind", no_wrap=True)
+    if wide:
+        table.add_column("run", overflow="fold")
+    table.add_column("step", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("complete", overflow="fold")
+    table.add_column("bytes", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("components", overflow="fold")
     shown = more = 0
     for row in rows:
         if shown >= TABLE_LIMIT:
@@ -149,16 +193,25 @@ def ls_artifacts(
         shown += 1
         comps = ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(row["components"].items()))
         complete = "yes" if row["complete"] else f"no: {row['completeness_reason']}"
-        table.add_row(
-            row["uri"],
-            row["kind"],
-            row["run"] or "-",
-            "-" if row["step"] is None else str(row["step"]),
-            complete,
-            format_bytes(row["bytes"]),
-            comps,
-        )
+        step = "-" if row["step"] is None else str(row["step"])
+        size = format_bytes(row["bytes"])
+        if wide:
+            table.add_row(
+                Text(row["uri"]),
+                row["kind"],
+                Text(row["run"] or "-"),
+                step,
+                Text(complete),
+                size,
+                Text(comps),
+            )
+            continue
+        cell = Text(row["uri"])
+        under = [f"run {row['run']}"] if row["run"] else []
+        under += [f"complete: {complete}", comps]
+        cell.append("\n" + "; ".join(x for x in under if x), style="dim")
+        table.add_row(cell, row["kind"], step, size)
     console = stdout_console()
-    console.print(table)
+    print_fitted(console, table)
     if more:
         console.print(f"... and {more:,} more (use --format json for all)")

@@ -273,21 +273,33 @@ def _header_document(h: PlanHeader) -> dict[str, Any]:
 
 
 def _print_headers(headers: list[PlanHeader]) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from governance.policy.units import format_bytes
-    from governance.report.common import usd
+    """The plans as a table that fits the terminal: numbers, ids and statuses are never
+    cut (the `as of` and `by` columns fold first, then the gaps narrow; past that the
+    line runs long)."""
+    from governance.report.layout import fit_table, print_fitted
 
     console = stdout_console()
     if not headers:
         console.print("no plans yet: govern plan --policy P")
         return
     wide = console.width >= 96  # below that, `by` goes: the id and status must not wrap
-    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    table = _headers_table(headers, wide, gap=2)
+    if fit_table(table, console.width, console) > console.width:
+        table = _headers_table(headers, wide, gap=1)
+    print_fitted(console, table)
+
+
+def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    from governance.policy.units import format_bytes
+    from governance.report.common import usd
+
+    table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0), header_style="bold")
     table.add_column("plan", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    table.add_column("as of (UTC)", min_width=10)
+    table.add_column("as of (UTC)", min_width=10)  # the time goes under the date
     if wide:
         table.add_column("by", overflow="fold")
     for col in ("actions", "deleted", "saves/mo"):
@@ -304,7 +316,7 @@ def _print_headers(headers: list[PlanHeader]) -> None:
             format_bytes(s.bytes_deleted),
             usd(s.monthly_cost_before_usd - s.monthly_cost_after_usd),
         )
-    console.print(table)
+    return table
 
 
 @click.command()
