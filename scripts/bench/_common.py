@@ -186,6 +186,19 @@ def _read(f: IO[bytes]) -> str:
     return f.read().decode("utf-8", errors="replace")
 
 
+def run_phase_child(script: str | os.PathLike[str], *args: str) -> tuple[dict[str, Any], int]:
+    """Run `script` (a benchmark re-invoked for one phase) with `args` under this
+    checkout's code; returns the JSON its last stdout line prints and its peak RSS (KiB).
+    RuntimeError with the child's stderr when it fails."""
+    argv = [sys.executable, str(Path(script).resolve()), *args]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    m = run_measured(argv, env=env, capture_stdout=True)
+    if not m.ok:
+        raise RuntimeError(m.describe_failure())
+    return json.loads(m.stdout.strip().splitlines()[-1]), m.peak_rss_kib
+
+
 # --------------------------------------------------------------------------- environments
 
 

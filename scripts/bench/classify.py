@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import time
@@ -68,7 +67,7 @@ from _common import (
     log,
     print_table,
     rows_as_json,
-    run_measured,
+    run_phase_child,
 )
 
 LAYOUT_VERSION = 2  # 2: tags stored as SQL NULL (as the scanner writes them), not JSON null
@@ -411,15 +410,8 @@ def profile(path: Path, templates: bool, top: int) -> None:
 
 
 def _child(phase: str, args: argparse.Namespace, path: Path) -> tuple[dict[str, Any], int]:
-    argv = [sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--db", str(path)]
-    if not args.templates:
-        argv.append("--no-templates")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    m = run_measured(argv, env=env, capture_stdout=True)
-    if not m.ok:
-        raise RuntimeError(m.describe_failure())
-    return json.loads(m.stdout.strip().splitlines()[-1]), m.peak_rss_kib
+    extra = () if args.templates else ("--no-templates",)
+    return run_phase_child(__file__, "--phase", phase, "--db", str(path), *extra)
 
 
 def _best(phase: str, args: argparse.Namespace, path: Path) -> tuple[dict[str, Any], int]:

@@ -88,7 +88,7 @@ from _common import (
     log,
     print_table,
     rows_as_json,
-    run_measured,
+    run_phase_child,
 )
 
 LAYOUT_VERSION = 1
@@ -423,16 +423,9 @@ def profile(path: Path, policy_path: Path, top: int) -> None:
 
 
 def _child(phase: str, path: Path, policy_path: Path) -> tuple[dict[str, Any], int]:
-    argv = [
-        sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--db", str(path),
-        "--policy-file", str(policy_path),
-    ]  # fmt: skip
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    m = run_measured(argv, env=env, capture_stdout=True)
-    if not m.ok:
-        raise RuntimeError(m.describe_failure())
-    return json.loads(m.stdout.strip().splitlines()[-1]), m.peak_rss_kib
+    return run_phase_child(
+        __file__, "--phase", phase, "--db", str(path), "--policy-file", str(policy_path)
+    )
 
 
 def _remove_db(path: Path) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import plan as plan_bench
-from _common import REPO_ROOT, Row, log, print_table, rows_as_json, run_measured
+from _common import REPO_ROOT, Row, log, print_table, rows_as_json, run_phase_child
 
 FORMATS = ("json", "csv", "md", "html", "table")
 
@@ -95,16 +95,9 @@ def run_phase(phase: str, db: Path, policy_path: Path) -> dict[str, Any]:
 
 
 def _child(phase: str, db: Path, policy_path: Path) -> tuple[dict[str, Any], int]:
-    argv = [
-        sys.executable, str(Path(__file__).resolve()), "--phase", phase, "--db", str(db),
-        "--policy-file", str(policy_path),
-    ]  # fmt: skip
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    m = run_measured(argv, env=env, capture_stdout=True)
-    if not m.ok:
-        raise RuntimeError(m.describe_failure())
-    return json.loads(m.stdout.strip().splitlines()[-1]), m.peak_rss_kib
+    return run_phase_child(
+        __file__, "--phase", phase, "--db", str(db), "--policy-file", str(policy_path)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
