@@ -111,15 +111,22 @@ def make_engine(url: str) -> Engine:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file a SQLite URL names, or None for an in-memory, URI-style or non-SQLite URL."""
+    """The file a SQLite URL names (`sqlite:///PATH`, or the URI form
+    `sqlite:///file:PATH?...&uri=true`), or None for an in-memory or non-SQLite URL."""
+    from urllib.parse import unquote, urlsplit
+
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri") == "true":
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
-    if not parsed.database or parsed.database == ":memory:":
-        return None
-    return Path(parsed.database)
+    if parsed.query.get("uri") == "true":
+        if not database.startswith("file:") or parsed.query.get("mode") == "memory":
+            return None
+        path = unquote(urlsplit(database).path)
+        return Path(path) if path and path != ":memory:" else None
+    return Path(database)
 
 
 def _make_folder(db_path: Path, url: str) -> None:

@@ -260,3 +260,11 @@ def test_a_password_with_an_unescaped_at_sign_is_hidden_whole() -> None:
     assert "s3cr" not in shown
     assert "t@db" not in shown
     assert shown.startswith("postgresql://postgres:***@")
+
+
+def test_a_missing_catalog_named_in_sqlite_uri_form_is_refused_too(tmp_path: Path) -> None:
+    """`sqlite:///file:PATH?uri=true` opens read-write-create by default: a read-only
+    command must refuse a missing file in that form as in the plain one."""
+    missing = tmp_path / "nope.db"
+    _bad_input(_run(f"sqlite:///file:{missing}?uri=true", "plans"), "does not exist")
+    assert not missing.exists()
