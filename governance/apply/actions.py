@@ -28,12 +28,10 @@ from governance.apply.modes import (
 from governance.apply.preconditions import Check, in_place_class
 from governance.apply.types import ActionOutcome, Outcome, StoreFactory
 from governance.errors import GovernanceError
-from governance.plan.types import ActionType, PlannedAction
+from governance.plan.types import ActionType, PlannedAction, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage import normalize_url
 from governance.storage.base import KeyResult
-
-REMOVALS = (ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE)
 
 
 def outcome_for_check(check: Check) -> ActionOutcome:
@@ -389,13 +387,6 @@ _REMOVED_HOW = {
     "versioned": "deleted (delete markers recorded: restorable)",
     "permanent": "deleted permanently",
 }
-
-
-def removes_objects(action: PlannedAction) -> bool:
-    """Whether the action takes objects away from where they are (so delete_mode applies)."""
-    return action.action in REMOVALS or (
-        action.action is ActionType.ARCHIVE and action.dest_url is not None
-    )
 
 
 def _collect(

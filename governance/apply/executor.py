@@ -33,7 +33,6 @@ from governance.apply.actions import (
     ActionRunner,
     StartedBatch,
     outcome_for_check,
-    removes_objects,
 )
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
@@ -48,7 +47,7 @@ from governance.apply.types import (
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import CatalogError, RefusedError
-from governance.plan.types import PlannedAction, PlanStatus
+from governance.plan.types import PlannedAction, PlanStatus, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage.base import KeyResult
 

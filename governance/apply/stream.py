@@ -27,7 +27,6 @@ from json.encoder import encode_basestring_ascii
 
 from sqlalchemy.engine import Engine
 
-from governance.apply.actions import removes_objects
 from governance.catalog.plans import (
     PlanHeader,
     action_counts,
@@ -37,7 +36,7 @@ from governance.catalog.plans import (
 )
 from governance.errors import ApprovalError
 from governance.plan.fingerprint import action_text, fingerprint_streaming, kept_text
-from governance.plan.types import PlannedAction
+from governance.plan.types import PlannedAction, removes_objects
 
 DIGEST_SIZE = 16
 HASHED_AT_ONCE = 1024  # documents joined into one update of the hash

@@ -97,6 +97,17 @@ class PlannedAction:
         return [root + o.key for o in self.objects]
 
 
+REMOVALS = (ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE)
+
+
+def removes_objects(action: PlannedAction) -> bool:
+    """Whether the action takes objects away from where they are (so `apply.delete_mode`
+    decides whether they can come back): apply acts on it, reports tell reviewers."""
+    return action.action in REMOVALS or (
+        action.action is ActionType.ARCHIVE and action.dest_url is not None
+    )
+
+
 @dataclass(slots=True, unsafe_hash=True)  # not frozen: see governance.model.types
 class KeptArtifact:
     """An artifact the plan leaves in place (or keeps in a reduced form), and why."""

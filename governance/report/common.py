@@ -19,6 +19,7 @@ from governance.plan.types import (
     ObjectRef,
     Plan,
     PlannedAction,
+    removes_objects,
 )
 
 FREES = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD})
@@ -363,17 +364,6 @@ class Deletes:
             "quarantine_for": self.quarantine_for,
             "text": self.text,
         }
-
-
-def removes_objects(a: PlannedAction) -> bool:
-    """Whether apply takes the action's objects away from where they are, so that
-    `apply.delete_mode` decides whether they can come back (the same test as
-    `governance.apply.actions.removes_objects`, kept here so reports need not import
-    apply)."""
-    return a.action in _REMOVALS or (a.action is ActionType.ARCHIVE and a.dest_url is not None)
-
-
-_REMOVALS = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE})
 
 
 def deletes(plan: Plan) -> Deletes | None:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from governance.plan.types import ActionType, Plan
 from governance.report import render
-from governance.report.common import deletes, removes_objects
+from governance.report.common import deletes
 from governance.report.table import print_table
 from tests.unit.plan_samples import sample_plan
 
@@ -95,16 +95,6 @@ def test_nothing_is_said_when_nothing_destructive_is_planned() -> None:
     # an archive to a storage class changes objects in place: no delete mode applies
     in_place = deletes(_only_in_place_archive())
     assert in_place is None
-
-
-def test_the_report_rule_matches_apply() -> None:
-    from governance.apply.actions import removes_objects as applies_mode
-
-    plan = _plan(QUARANTINE)
-    moved = plan.actions[2]
-    moved.dest_url, moved.storage_class = "s3://cold/", None  # archive by copy: removed
-    for action in plan.actions:
-        assert removes_objects(action) == applies_mode(action), action.action
 
 
 @pytest.mark.parametrize("width", [80, 200])
