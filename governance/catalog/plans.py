@@ -393,26 +393,12 @@ def iter_actions(
 
 
 _READ_COLUMNS = (
-    "action_id",
-    "rule",
-    "tier",
-    "action",
-    "destructive",
-    "artifact_uri",
-    "artifact_kind",
-    "artifact_run",
-    "artifact_step",
-    "root_url",
-    "storage_class",
-    "dest_url",
-    "reason",
-    "early_deletion_usd",
-    "request_cost_usd",
-    "monthly_cost_before_usd",
-    "monthly_cost_after_usd",
-    "objects",
+    *(c for c in _ACTION_COLUMNS if c not in ("plan_id", "bytes", "object_count")),
     "plan_id",
 )
+"""What reading an action back needs, in `_actions_from_rows` order: the written
+columns but the two derived from `objects` (bytes, object_count), the plan id last (for
+a damaged plan's message)."""
 
 
 def _action_select(plan_id: str, *, after: int = -1, action: str | None = None) -> Any:

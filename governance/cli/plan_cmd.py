@@ -208,22 +208,24 @@ def _write_report(made: Plan, fmt: str, path: Path) -> None:
             with path.open("w", encoding="utf-8") as out:
                 write_report(made, fmt, out)
             return
-        _replace_with_report(made, fmt, path, write_report)
+        _replace_with_report(made, fmt, path)
     except OSError as exc:
         raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
 
 
-def _replace_with_report(made: Plan, fmt: str, path: Path, write: Any) -> None:
+def _replace_with_report(made: Plan, fmt: str, path: Path) -> None:
     """Write to a temporary file in `path`'s folder, then rename it onto `path`, with
     the mode a file created there would get (or the one it had)."""
     import os
     import shutil
     import tempfile
 
+    from governance.report import write_report
+
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=".govern-out-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            write(made, fmt, out)
+            write_report(made, fmt, out)
         if path.exists():
             shutil.copymode(path, name)
         else:
