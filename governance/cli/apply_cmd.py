@@ -9,7 +9,6 @@ Reports go to stdout; progress goes to stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,18 +204,15 @@ def _emit_execution_json(app: AppContext, report: ExecutionReport) -> None:
         emit_json(report.to_dict())
         return
     from governance.apply.journal import iter_result_pages
+    from governance.report.json_report import write_json_items
 
     doc = report.to_dict()
     doc["results"] = []
     head, _, tail = dumps(doc).partition('"results": []')
-    encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every row
     out = sys.stdout
     out.write(head + '"results": [')
-    separator = "\n    "
-    for page in iter_result_pages(app.engine, report.execution_id):
-        out.write(separator + ",\n    ".join(map(encode, page)))
-        separator = ",\n    "
-    out.write("\n  ]" + tail + "\n")
+    write_json_items(out, iter_result_pages(app.engine, report.execution_id))
+    out.write(tail + "\n")
     out.flush()
 
 

@@ -101,23 +101,26 @@ def write_json(plan: Plan, out: TextIO) -> None:
     if not head.endswith(_LISTS_END):  # the lists are the document's last two keys
         raise AssertionError("plan document: actions and kept must come last")
     out.write(head[: -len(_LISTS_END)] + '"actions": [')
-    _write_items(out, map(action_dict, plan.actions))
+    write_json_items(out, _batches(map(action_dict, plan.actions)))
     out.write(',\n  "kept": [')
-    _write_items(out, map(kept_dict, plan.kept))
+    write_json_items(out, _batches(map(kept_dict, plan.kept)))
     out.write("\n}\n")
 
 
-def _write_items(out: TextIO, docs: Iterable[dict[str, Any]], chunk: int = 2000) -> None:
-    """A list's items one per line (indented under the document's key), then its `]`."""
-    encode = json.JSONEncoder(ensure_ascii=False).encode  # the C encoder: no indent
+def write_json_items(out: TextIO, pages: Iterable[list[dict[str, Any]]]) -> None:
+    """A list's items, page by page, one per line (indented under a key of an indented
+    document, whose `[` is written already), then its `]`: what a large document streams
+    through the C encoder (an indented encoding is pure Python, ten times slower)."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
     wrote = False
-    for batch in _batches(docs, chunk):
-        out.write(("," if wrote else "") + "\n    " + ",\n    ".join(map(encode, batch)))
-        wrote = True
+    for page in pages:
+        if page:
+            out.write(("," if wrote else "") + "\n    " + ",\n    ".join(map(encode, page)))
+            wrote = True
     out.write("\n  ]" if wrote else "]")
 
 
-def _batches(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+def _batches(items: Iterable[dict[str, Any]], size: int = 2000) -> Iterator[list[dict[str, Any]]]:
     it = iter(items)
     while batch := list(islice(it, size)):
         yield batch

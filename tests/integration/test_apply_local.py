@@ -487,3 +487,18 @@ def test_apply_with_a_policy_not_holding_the_plans_root_changes_nothing(
     assert setup.status(doc["plan_id"]) == "approved"
     setup.apply(doc["plan_id"])  # the plan's own policy holds it
     assert snapshot(storage) != before
+
+
+def test_the_json_report_of_a_large_apply_streams_every_result(
+    tree: tuple[Setup, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the results a report holds, `apply --format json` streams them all from the
+    journal, one per line: the document parses, and holds a result per action in order."""
+    monkeypatch.setattr("governance.apply.executor.RESULTS_KEPT", 1)
+    setup, _ = tree
+    doc = setup.plan()
+    result = setup.apply(doc["plan_id"])
+    applied = json.loads(result.stdout)
+    assert [r["action_id"] for r in applied["results"]] == [a["id"] for a in doc["actions"]]
+    lines = [line for line in result.stdout.splitlines() if line.startswith('    {"action_id"')]
+    assert len(lines) == len(doc["actions"]) > 1
