@@ -433,15 +433,33 @@ def _remove_db(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def catalog_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options of a benchmark over this catalog (`report.py` shares them): its size,
+    `--json`, and the hidden ones a phase's child process is given."""
     p = argparse.ArgumentParser(
-        description=(__doc__ or "").split("\n\n")[0],
+        description=(doc or "").split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--n", type=int, help="objects (about): sets --checkpoints to n / runs / 2")
     p.add_argument("--runs", type=int, default=10_000, help="runs (default 10,000)")
     p.add_argument("--checkpoints", type=int, default=50, help="checkpoints per run (default 50)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--phase", help=argparse.SUPPRESS)
+    p.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--policy-file", type=Path, help=argparse.SUPPRESS)
+    return p
+
+
+def catalog_size(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`--n` into `--checkpoints`; a bad argument error for sizes below 1."""
+    if args.n is not None:
+        args.checkpoints = max(args.n // max(args.runs, 1) // 2, 1)
+    if args.runs < 1 or args.checkpoints < 1:
+        p.error("need --runs >= 1 and --checkpoints >= 1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = catalog_parser(__doc__)
     p.add_argument(
         "--repeat",
         type=int,
@@ -450,17 +468,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--profile", action="store_true", help="cProfile the plan build instead")
     p.add_argument("--top", type=int, default=30, help="rows of --profile output")
-    p.add_argument("--phase", help=argparse.SUPPRESS)
-    p.add_argument("--db", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--policy-file", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.phase:
         print(json.dumps(run_phase(args.phase, args.db, args.policy_file)))
         return 0
-    if args.n is not None:
-        args.checkpoints = max(args.n // max(args.runs, 1) // 2, 1)
-    if args.runs < 1 or args.checkpoints < 1 or args.repeat < 1:
-        p.error("need --runs >= 1, --checkpoints >= 1 and --repeat >= 1")
+    catalog_size(p, args)
+    if args.repeat < 1:
+        p.error("need --repeat >= 1")
 
     path = ensure_catalog(args.runs, args.checkpoints)
     work = path.parent / "scratch"

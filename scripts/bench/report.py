@@ -27,7 +27,6 @@ Exit status: 0; 1 when a phase failed; 2 on bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -101,25 +100,12 @@ def _child(phase: str, db: Path, policy_path: Path) -> tuple[dict[str, Any], int
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        description=(__doc__ or "").split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--n", type=int, help="objects (about): sets --checkpoints to n / runs / 2")
-    p.add_argument("--runs", type=int, default=10_000, help="runs (default 10,000)")
-    p.add_argument("--checkpoints", type=int, default=50, help="checkpoints per run (default 50)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.add_argument("--phase", help=argparse.SUPPRESS)
-    p.add_argument("--db", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--policy-file", type=Path, help=argparse.SUPPRESS)
+    p = plan_bench.catalog_parser(__doc__)
     args = p.parse_args(argv)
     if args.phase:
         print(json.dumps(run_phase(args.phase, args.db, args.policy_file)))
         return 0
-    if args.n is not None:
-        args.checkpoints = max(args.n // max(args.runs, 1) // 2, 1)
-    if args.runs < 1 or args.checkpoints < 1:
-        p.error("need --runs >= 1 and --checkpoints >= 1")
+    plan_bench.catalog_size(p, args)
 
     path = plan_bench.ensure_catalog(args.runs, args.checkpoints)
     work = path.parent / "scratch"
