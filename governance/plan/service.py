@@ -29,6 +29,7 @@ from governance.errors import ArgumentError
 from governance.model.types import Group
 from governance.plan.build import RootSnapshot, build_plan
 from governance.scan.targets import excluded_prefixes, resolve_roots
+from governance.storage import canonical_scheme
 
 if TYPE_CHECKING:
     from governance.plan.explain import Explanation
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from governance.storage.base import Store
 
 _ID_ATTEMPTS = 5
-_SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file"}
 
 
 def root_snapshots(
@@ -236,7 +236,7 @@ def artifact_url(uri: str) -> str:
     """
     if "://" in uri:
         scheme, rest = uri.split("://", 1)
-        scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+        scheme = canonical_scheme(scheme)
         if scheme != "file":
             return f"{scheme}://{rest}"
         uri = rest if rest.startswith("/") else "/" + rest.partition("/")[2]

@@ -131,7 +131,7 @@ def normalize_url(url: str) -> str:
             raise ArgumentError(f"storage URL {url!r}: did you mean {fixed!r}?")
         return _file_url(url)
     scheme, rest = url.split("://", 1)
-    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    scheme = canonical_scheme(scheme)
     if not scheme.replace("+", "").replace("-", "").isalnum():
         raise ArgumentError(f"storage URL {url!r}: malformed scheme {scheme!r}")
     if scheme == "file":
