@@ -326,12 +326,16 @@ def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
 @format_option(*PLAN_FORMATS)
 @pass_app
 def show(app: AppContext, plan_id: str, fmt: str) -> None:
-    """One saved plan, in full."""
+    """One saved plan, in full, with its history: approvals, rejections, apply runs and
+    restores."""
     from governance.approval import effective_statuses
     from governance.catalog.plans import load_plan
+    from governance.history import plan_history
 
     plan = load_plan(app.engine, plan_id)
-    effective_statuses(app.engine, [plan])  # an approval past its expiry reads `expired`
+    now = datetime.now(UTC)
+    effective_statuses(app.engine, [plan], now)  # an approval past its expiry reads `expired`
+    plan.history = plan_history(app.engine, plan_id, plan.fingerprint, now)
     _print_plan(plan, fmt)
 
 

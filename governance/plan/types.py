@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governance.model.types import CatalogObject
+
+if TYPE_CHECKING:
+    from governance.history import PlanHistory
 
 
 class ActionType(StrEnum):
@@ -181,3 +184,5 @@ class Plan:
     controls: dict[str, Any] = field(default_factory=dict)
     """The policy's `approval` and `apply` blocks as JSON, frozen at plan time: who may
     approve and how deletes are carried out cannot change after the plan is reviewed."""
+    history: PlanHistory | None = None
+    """What happened to it since it was made (`govern show` reads it; a new plan has none)."""

@@ -79,6 +79,7 @@ def _head_document(plan: Plan) -> dict[str, Any]:
         "scans": dict(plan.scans),
         "summary": summary_document(plan.summary),
         "deletes": _deletes_document(plan),
+        **({"history": plan.history.document()} if plan.history is not None else {}),
         "actions": [],
         "kept": [],
     }

@@ -86,6 +86,8 @@ def render_markdown(plan: Plan) -> str:
     out.append("")
     if plan.notes:
         out += ["## Notes", "", *[f"- {_cell(n)}" for n in plan.notes], ""]
+    if plan.history is not None:
+        out += ["## History", "", *[f"- {_cell(n)}" for n in plan.history.lines()], ""]
     out += _by_rule(plan) + _left(plan) + _by_run(plan) + _timeline(plan)
     out += _actions(plan) + _kept(plan)
     return "\n".join(out).rstrip() + "\n"

@@ -87,6 +87,9 @@ def print_table(plan: Plan, console: Console) -> None:
     )
     for note in plan.notes:
         console.print(f"note: {escape(note)}")
+    if plan.history is not None:
+        for line in plan.history.lines():
+            console.print(escape(line))
     if s.by_rule:
         print_fitted(console, _rule_table(plan))
     if s.left:

@@ -248,3 +248,50 @@ def test_plans_and_show_say_expired_once_the_approval_has_expired(
         assert "expired" in late.stderr
     finally:
         engine.dispose()
+
+
+def test_show_tells_the_plans_history_approvals_applies_and_restores(
+    setup: tuple[str, Path, Path],
+) -> None:
+    """A lead reads in `show` who signed off, with their comment, and what was done since."""
+    catalog, policy, _ = setup
+    plan_id = _plan(catalog, policy)
+    fresh = _json(_run(catalog, "show", plan_id, "--format", "json"))["history"]
+    assert fresh["decisions"] == []
+    assert fresh["executions"] == []
+    assert fresh["removed_objects"] == {}
+    assert "needs 1 more approver" in fresh["approval"]
+
+    assert _run(catalog, "approve", plan_id, "--comment", "checked it", as_="bob").exit_code == 0
+    applied = _run(catalog, "apply", plan_id, "--yes", "--policy", str(policy))
+    assert applied.exit_code == 0, applied.stderr
+    history = _json(_run(catalog, "show", plan_id, "--format", "json"))["history"]
+    assert [
+        (d["decision"], d["actor"], d["comment"], d["current"]) for d in history["decisions"]
+    ] == [("approve", "bob", "checked it", True)]
+    [run] = history["executions"]
+    assert (run["actor"], run["status"], run["actions_failed"]) == ("alice", "applied", 0)
+    assert run["actions_ok"] > 0
+    removed = history["removed_objects"]
+    assert set(removed) == {"removed"}
+    assert removed["removed"] > 0
+
+    restored = _run(catalog, "restore", plan_id, "--policy", str(policy))
+    assert restored.exit_code == 0, restored.stderr
+    history = _json(_run(catalog, "show", plan_id, "--format", "json"))["history"]
+    assert history["removed_objects"] == {"restored": removed["removed"]}
+
+    table = _run(catalog, "show", plan_id)
+    assert table.exit_code == 0
+    assert "approved by bob: checked it" in table.stdout
+    assert f"apply #{run['id']} by alice: applied" in table.stdout
+    assert f"removed objects: {removed['removed']:,} restored" in table.stdout
+    md = _run(catalog, "show", plan_id, "--format", "md")
+    assert "## History" in md.stdout
+    assert "approved by bob: checked it" in md.stdout
+    html = _run(catalog, "show", plan_id, "--format", "html")
+    assert "<h2>History</h2>" in html.stdout
+    assert "approved by bob: checked it" in html.stdout
+    # a new plan's report has no history: nothing has happened to it yet
+    made = _json(_run(catalog, "plan", "--policy", str(policy), "--format", "json"))
+    assert "history" not in made

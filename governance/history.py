@@ -1,0 +1,165 @@
+"""What happened to a saved plan after it was made: who approved or rejected it, each
+apply run, and what of its removed objects was restored or purged since.
+
+`govern show` prints it under the plan, so a lead or an auditor sees in one place who
+signed off on what and whether it was carried out, without reading the audit log.
+Reads only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from governance.approval import approval_state
+from governance.catalog.approval_tables import ApprovalRow
+from governance.catalog.execution_tables import ExecutionRow, RemovedObjectRow
+
+_R = ApprovalRow.__table__  # type: ignore[attr-defined]
+_E = ExecutionRow.__table__  # type: ignore[attr-defined]
+_O = RemovedObjectRow.__table__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionEntry:
+    """One approval or rejection, as recorded."""
+
+    decision: str  # approve | reject
+    actor: str
+    at: datetime
+    comment: str | None
+    current: (
+        bool  # bound to the plan's fingerprint (an approval of other content counts for nothing)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionEntry:
+    """One `govern apply` run of the plan."""
+
+    id: int
+    actor: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str  # running | applied | partially_applied | interrupted | failed
+    delete_mode: str
+    only_non_destructive: bool
+    ok: int
+    skipped: int
+    failed: int
+    error: str | None
+
+
+@dataclass(slots=True)
+class PlanHistory:
+    """A plan's approval state (one line), its decisions and apply runs oldest first, and
+    its removed objects by state (`removed`, `restored`, `purged`)."""
+
+    approval: str
+    decisions: list[DecisionEntry] = field(default_factory=list)
+    executions: list[ExecutionEntry] = field(default_factory=list)
+    removed: dict[str, int] = field(default_factory=dict)
+
+    def document(self) -> dict[str, object]:
+        """As JSON-ready data (times as ISO 8601 UTC)."""
+        from governance.report.common import iso
+
+        return {
+            "approval": self.approval,
+            "decisions": [
+                {
+                    "decision": d.decision,
+                    "actor": d.actor,
+                    "at": iso(d.at),
+                    "comment": d.comment,
+                    "current": d.current,
+                }
+                for d in self.decisions
+            ],
+            "executions": [
+                {
+                    "id": e.id,
+                    "actor": e.actor,
+                    "started_at": iso(e.started_at),
+                    "finished_at": iso(e.finished_at) if e.finished_at else None,
+                    "status": e.status,
+                    "delete_mode": e.delete_mode,
+                    "only_non_destructive": e.only_non_destructive,
+                    "actions_ok": e.ok,
+                    "actions_skipped": e.skipped,
+                    "actions_failed": e.failed,
+                    "error": e.error,
+                }
+                for e in self.executions
+            ],
+            "removed_objects": dict(self.removed),
+        }
+
+    def lines(self) -> list[str]:
+        """For people, a line per event, oldest first (after the approval state)."""
+        out = [f"approval: {self.approval}"]
+        for d in self.decisions:
+            verb = "approved" if d.decision == "approve" else "rejected"
+            note = f": {d.comment}" if d.comment else ""
+            stale = "" if d.current else " (of other content: does not count)"
+            out.append(f"{_minute(d.at)}  {verb} by {d.actor}{stale}{note}")
+        for e in self.executions:
+            what = "apply (non-destructive only)" if e.only_non_destructive else "apply"
+            counts = f"{e.ok} ok, {e.skipped} skipped, {e.failed} failed"
+            error = f"; {e.error}" if e.error else ""
+            out.append(
+                f"{_minute(e.started_at)}  {what} #{e.id} by {e.actor}: {e.status} "
+                f"({counts}; deletes {e.delete_mode}){error}"
+            )
+        if self.removed:
+            parts = ", ".join(f"{n:,} {state}" for state, n in sorted(self.removed.items()))
+            out.append(f"removed objects: {parts}")
+        return out
+
+
+def _minute(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%MZ")
+
+
+def plan_history(engine: Engine, plan_id: str, fingerprint: str, now: datetime) -> PlanHistory:
+    """The plan's history at `now` (its approval state is the effective one then)."""
+    state = approval_state(engine, plan_id, now)
+    with engine.connect() as conn:
+        decisions = [
+            DecisionEntry(r.decision, r.actor, r.at, r.comment, r.fingerprint == fingerprint)
+            for r in conn.execute(
+                select(_R.c.decision, _R.c.actor, _R.c.at, _R.c.comment, _R.c.fingerprint)
+                .where(_R.c.plan_id == plan_id)
+                .order_by(_R.c.at, _R.c.id)
+            )
+        ]
+        executions = [
+            ExecutionEntry(
+                r.id,
+                r.actor,
+                r.started_at,
+                r.finished_at,
+                r.status,
+                r.delete_mode,
+                bool(r.only_non_destructive),
+                r.actions_ok,
+                r.actions_skipped,
+                r.actions_failed,
+                r.error,
+            )
+            for r in conn.execute(
+                select(_E).where(_E.c.plan_id == plan_id).order_by(_E.c.started_at, _E.c.id)
+            )
+        ]
+        removed = {
+            str(s): int(n)
+            for s, n in conn.execute(
+                select(_O.c.state, func.count())
+                .where(_O.c.plan_id == plan_id, _O.c.state != "pending")
+                .group_by(_O.c.state)
+            )
+        }
+    return PlanHistory(state.summary(), decisions, executions, removed)
