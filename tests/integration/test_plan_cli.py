@@ -87,6 +87,8 @@ def test_plan_saves_and_plans_show_agree(setup: tuple[str, Path, Path]) -> None:
     assert set(listed[0]) >= {"plan_id", "status", "created_at", "as_of", "policy", "summary"}
 
     shown = _json(_run(catalog, "show", doc["plan_id"], "--format", "json"))
+    history = shown.pop("history")  # `show` adds what happened since: nothing yet
+    assert (history["decisions"], history["executions"]) == ([], [])
     assert shown == doc
     assert (storage / "runs/alpha/checkpoint-1000/optimizer.pt").exists()  # planning never deletes
 
