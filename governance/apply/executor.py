@@ -116,6 +116,7 @@ def apply_plan(
             stores,
             concurrency,
             protected_tags=dict(header.controls.get("protect_tags") or {}),
+            made_at=header.created_at,
         ) as checks,
     ):
         # Preconditions are checked only under the plan's lock (a check made before could
@@ -206,8 +207,10 @@ class CheckPipeline:
         concurrency: int,
         depth: int = CHECK_AHEAD,
         protected_tags: Mapping[str, str] | None = None,
+        made_at: datetime | None = None,
     ) -> None:
         self._engine = engine
+        self._made_at = made_at  # objects restored since are not removed again
         self._plan_id = plan_id
         self._batches = batches
         self._stores = stores
@@ -246,6 +249,12 @@ class CheckPipeline:
 
     def _prepare(self, chunk: list[PlannedAction]) -> Batch:
         pending = _pending(self._engine, self._plan_id, chunk)
+        restored: set[tuple[str, str]] = set()
+        if self._made_at is not None:
+            removing = [
+                (a.artifact.root_url, o.key) for a in chunk if removes_objects(a) for o in a.objects
+            ]
+            restored = journal.restored_since(self._engine, self._made_at, removing)
         checks = check_actions(
             chunk,
             self._stores,
@@ -253,6 +262,7 @@ class CheckPipeline:
             pending=pending,
             concurrency=self._concurrency,
             protected_tags=self._protected_tags,
+            restored=restored,
         )
         return chunk, pending, checks
 

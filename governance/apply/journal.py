@@ -382,6 +382,30 @@ def pending_removals(
         return {(int(r["action_id"]), str(r["key"])): dict(r) for r in rows}
 
 
+def restored_since(
+    engine: Engine, since: datetime, keys: Sequence[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Of these (root URL, key) pairs, those `govern restore` brought back at `since` or
+    later (by any plan). A plan made before such a restore must not remove the object
+    again: the restored copy matches its preconditions (same size and ETag), yet a person
+    decided it stays, after the plan was reviewed."""
+    if not keys:
+        return set()
+    wanted = set(keys)
+    found: set[tuple[str, str]] = set()
+    names = sorted({k for _, k in wanted})
+    with engine.connect() as conn:
+        for start in range(0, len(names), _IDS_PER_STATEMENT):
+            part = names[start : start + _IDS_PER_STATEMENT]
+            rows = conn.execute(
+                select(O.c.root_url, O.c.key).where(
+                    and_(O.c.state == "restored", O.c.restored_at >= since, O.c.key.in_(part))
+                )
+            )
+            found.update((str(r), str(k)) for r, k in rows if (r, k) in wanted)
+    return found
+
+
 PENDING_COLUMNS = (
     "plan_id",
     "action_id",
@@ -464,23 +488,32 @@ def drop_pending(conn: Connection, plan_id: str, keys: Sequence[tuple[int, str]]
     )
 
 
-def record_copies_in_place(conn: Connection, copies: Sequence[CopiedInPlace]) -> None:
+def record_copies_in_place(
+    conn: Connection, copies: Sequence[CopiedInPlace], *, revive: bool = False
+) -> None:
     """Write what a copy in place (a transition, an archive by class) made into the
     catalog's object rows: the copy's ETag, time, version and class, with the time the
     content was written kept in `content_modified_us` (policy ages count from it, not
     from the copy). The next scan then lists the object as recorded and leaves the row
     as it is; an object written again since is listed otherwise, and the scan's rewrite
     of the row clears `content_modified_us`. Only a row still showing the object the plan
-    saw (size and ETag) is written."""
+    saw (size and ETag) is written.
+
+    `revive`: the copies are objects `restore` copied back from quarantine, whose rows a
+    scan since the apply may have marked gone: they are live again, and the next scan
+    must find them as recorded (a revived row is otherwise rewritten, content time and
+    all)."""
     if not copies:
         return
+    revived = "gone_scan_id = NULL, " if revive else ""
+    only_live = "" if revive else "AND gone_scan_id IS NULL "
     execute_rows(
         conn,
         "UPDATE objects SET content_modified_us = coalesce(content_modified_us, last_modified), "
-        "etag = {p}, last_modified = {p}, storage_class = {p}, "
+        f"etag = {{p}}, last_modified = {{p}}, storage_class = {{p}}, {revived}"
         "version_id = coalesce({p}, version_id) "
         "WHERE root_id = (SELECT id FROM roots WHERE url = {p}) AND key = {p} "
-        "AND upload_id = '' AND gone_scan_id IS NULL AND size = {p} AND etag = {p}",
+        f"AND upload_id = '' {only_live}AND size = {{p}} AND etag = {{p}}",
         [
             (
                 c.etag,
@@ -508,4 +541,4 @@ class CopiedInPlace:
     etag: str
     last_modified: datetime
     version_id: str | None
-    storage_class: str
+    storage_class: str | None  # None: a store without classes (a filesystem)

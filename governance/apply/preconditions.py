@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +32,7 @@ from typing import Any
 from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError
 from governance.plan.selectors import tags_match
-from governance.plan.types import ActionType, ObjectRef, PlannedAction
+from governance.plan.types import ActionType, ObjectRef, PlannedAction, removes_objects
 from governance.storage.base import ObjectState, Store
 from governance.storage.errors import KeyNotFoundError
 from governance.storage.s3_listing import utc
@@ -72,21 +72,46 @@ def check_actions(
     pending: Mapping[tuple[int, str], Mapping[str, Any]],
     concurrency: int = 16,
     protected_tags: Mapping[str, str] | None = None,
+    restored: Collection[tuple[str, str]] = (),
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can.
 
     `protected_tags`: the plan's `protect.tags`. S3 changes neither an object's ETag nor
     its LastModified when its tags change, so a tag put on an object after its tags were
     read is seen only here: each object's tags are read again (one GetObjectTagging each,
-    in parallel) and a protected one skips the artifact for good, as a lock does."""
+    in parallel) and a protected one skips the artifact for good, as a lock does.
+
+    `restored`: (root URL, key) of objects `govern restore` brought back since the plan
+    was made; an action that would remove one again is skipped (see
+    `journal.restored_since`)."""
     states = _current_states(actions, stores, concurrency)
     quarantined = _quarantine_copies(actions, states, stores, pending)
     tagged = _protected_now(actions, stores, protected_tags or {}, concurrency)
     rest = _rest_protected(actions, stores, protected_tags or {}, now, concurrency)
-    return [
+    checks = [
         _check_one(a, states, quarantined, pending, stores, now, tagged, rest.get(a.id))
         for a in actions
     ]
+    if restored:
+        for check in checks:
+            _skip_restored(check, restored)
+    return checks
+
+
+def _skip_restored(check: Check, restored: Collection[tuple[str, str]]) -> None:
+    """Skip an action that would remove an object restored since the plan was made."""
+    action = check.action
+    if check.skip is not None or not removes_objects(action):
+        return
+    root = action.artifact.root_url
+    back = [o.key for o in check.todo if (root, o.key) in restored]
+    if back:
+        more = f" and {len(back) - 1} more" if len(back) > 1 else ""
+        check.skip = (
+            f"restored since the plan was made: {back[0]}{more} (govern restore); "
+            "not removed again, plan again to decide on it"
+        )
+        check.todo, check.already, check.copied_before = [], [], []
 
 
 _LEAVES_PART = (ActionType.STRIP, ActionType.TRANSITION, ActionType.ARCHIVE)

@@ -20,12 +20,12 @@ from typing import Any
 from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
-from governance.apply.journal import O
+from governance.apply.journal import CopiedInPlace, O, record_copies_in_place
 from governance.apply.modes import delete_keys, delete_version, run_pool
 from governance.apply.types import RestoredObject, RestoreReport, StoreFactory
 from governance.catalog.plans import load_plan_header
 from governance.errors import ArgumentError
-from governance.storage.base import KeyResult
+from governance.storage.base import KeyResult, ObjectState
 
 CHUNK = 1000
 
@@ -65,15 +65,18 @@ def restore_plan(
         if dry_run:
             report.objects += [_restored(r, KeyResult(r["key"], True)) for r in batch]
             continue
-        results = _restore_batch(batch, stores, concurrency)
+        results, copied = _restore_batch(batch, stores, concurrency)
         report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
-        _commit(engine, plan_id, actor, batch, results, now)
+        _commit(engine, plan_id, actor, batch, results, now, _copies_back(batch, results, copied))
     return report
 
 
 def _restore_batch(
     rows: Sequence[dict[str, Any]], stores: StoreFactory, concurrency: int
-) -> list[KeyResult]:
+) -> tuple[list[KeyResult], dict[int, ObjectState]]:
+    """Each row's result, and for each object copied back (by row id), what it is now."""
+    now: dict[int, ObjectState] = {}
+
     def one(row: dict[str, Any]) -> KeyResult:
         key = row["key"]
         if row["mode"] == "permanent":
@@ -85,7 +88,7 @@ def _restore_batch(
             marker = row["marker_version_id"]
             if not marker:
                 return KeyResult(key, False, error="the delete marker's version id is unknown")
-            return delete_version(store, key, marker)
+            return delete_version(store, key, marker)  # the old version, as it was
         quarantine = stores(row["quarantine_root"])
         copied = quarantine.copy(row["quarantine_key"], store, key)
         if not copied.ok:
@@ -93,6 +96,16 @@ def _restore_batch(
         back = store.head([key]).get(key)
         if back is None or back.size != row["size"]:
             return KeyResult(key, False, error="copy back not verified (size differs)")
+        # the copy's own answer where the store gives one: it is what a listing says
+        # (a HEAD's time has whole seconds only)
+        now[row["id"]] = ObjectState(
+            key,
+            back.size,
+            copied.etag or back.etag,
+            copied.last_modified or back.last_modified,
+            copied.version_id or back.version_id,
+            back.storage_class,
+        )
         return KeyResult(key, True)
 
     results = run_pool(one, rows, concurrency)
@@ -102,7 +115,33 @@ def _restore_batch(
         if res.ok and r["mode"] == "quarantine"
     ]
     delete_keys(stores, done_copies)  # a copy left behind is purged later: harmless
-    return results
+    return results, now
+
+
+def _copies_back(
+    rows: Sequence[dict[str, Any]], results: Sequence[KeyResult], now: dict[int, ObjectState]
+) -> list[CopiedInPlace]:
+    """The objects copied back from quarantine, as the catalog should now record them:
+    the copy is new (a new time, maybe a new ETag), its content is not. Without this the
+    next plan took a restored checkpoint for a fresh one (a finished run's final was no
+    longer its newest, an abandoned run read as running)."""
+    out: list[CopiedInPlace] = []
+    for row, res in zip(rows, results, strict=True):
+        state = now.get(row["id"])
+        if res.ok and state is not None:
+            out.append(
+                CopiedInPlace(
+                    row["root_url"],
+                    row["key"],
+                    row["size"],
+                    row["etag"],
+                    state.etag,
+                    state.last_modified,
+                    state.version_id,
+                    state.storage_class,
+                )
+            )
+    return out
 
 
 def _commit(
@@ -112,6 +151,7 @@ def _commit(
     rows: Sequence[dict[str, Any]],
     results: Sequence[KeyResult],
     now: datetime,
+    copies: Sequence[CopiedInPlace] = (),
 ) -> None:
     from governance import audit
 
@@ -127,6 +167,7 @@ def _commit(
                 .values(state="restored", restored_at=now),
                 [{"b_id": i} for i in ok_ids],
             )
+        record_copies_in_place(conn, copies, revive=True)
         audit.record_many(
             conn,
             [

@@ -99,6 +99,7 @@ def test_quarantine_apply_then_restore_is_byte_identical(tree: tuple[Setup, Path
     assert restored["restored"] == 23
     assert restored["failed"] == 0
     assert snapshot(storage) == before  # bytes and modification times
+    assert actions_by(setup.plan(), base) == actions_by(doc, base)  # as if never applied
     assert not quarantine.exists() or not any(quarantine.rglob("*.pt"))
     # nothing is restored twice
     assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == 0

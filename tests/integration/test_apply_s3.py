@@ -105,6 +105,39 @@ def test_quarantine_transition_and_restore(tree: Setup, s3_client: Any, s3_bucke
     assert contents(s3_bucket, ".govern-quarantine/") == {}
 
 
+def test_restored_objects_keep_their_age_and_an_older_plan_does_not_remove_them_again(
+    tree: Setup, s3_bucket: str
+) -> None:
+    """A restore copies each object back from quarantine: S3 stamps the copy with a new
+    LastModified, and the checkpoints looked freshly written (inside `min_age`, a
+    finished run's final no longer its newest). The catalog records the content's time,
+    so the next plan is the first one again. And a plan made before the restore, whose
+    preconditions the restored copies match, must not remove them again."""
+    first = tree.plan()
+    older = tree.plan()  # made before the restore: same content, never applied
+    assert older["fingerprint"] == first["fingerprint"]
+    tree.apply(first["plan_id"])
+    tree.plan()  # its scan marks the removed objects gone in the catalog
+    before_restore = json.loads(tree.restore(first["plan_id"]).stdout)
+    assert before_restore["failed"] == 0
+
+    again = tree.plan()  # scans first: the restored objects are listed with new times
+    base = f"s3://{s3_bucket}/"
+    expected = actions_by(first, base)
+    assert expected.pop(LOG) == ["transition"]  # done, and a restore does not undo it
+    assert actions_by(again, base) == expected
+
+    report = json.loads(tree.apply(older["plan_id"], code=None).stdout)
+    removing = {"delete", "strip"}
+    skipped = [r for r in report["results"] if r["action"] in removing]
+    assert skipped
+    for r in skipped:
+        assert r["outcome"] == "skipped", r
+        assert "restored since the plan was made" in r["reason"]
+    assert contents(s3_bucket, ".govern-quarantine/") == {}  # nothing quarantined again
+    assert f"{RUN}checkpoint-1000/model.safetensors" in live(s3_bucket)
+
+
 def test_versioned_mode_deletes_and_restores_by_marker(
     tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
 ) -> None:
