@@ -51,8 +51,14 @@ def test_policy_pricing_overrides_builtin() -> None:
         ("STANDARD", 1, 0.0),
         ("STANDARD_IA", 10, 0.0125 * 20 / 30),
         ("STANDARD_IA", 31, 0.0),
+        ("ONEZONE_IA", 10, 0.01 * 20 / 30),
         ("GLACIER_IR", 30, 0.004 * 60 / 30),
+        ("GLACIER_IR", 89, 0.004 * 1 / 30),
+        ("GLACIER", 30, 0.0036 * 60 / 30),
+        ("GLACIER", 90, 0.0),
         ("DEEP_ARCHIVE", 0, 0.00099 * 180 / 30),
+        ("DEEP_ARCHIVE", 179, 0.00099 * 1 / 30),
+        ("INTELLIGENT_TIERING", 1, 0.0),
     ],
 )
 def test_early_charge_is_remaining_minimum_days(cls: str, age: float, expected: float) -> None:

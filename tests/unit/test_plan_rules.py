@@ -505,7 +505,10 @@ def test_artifacts_no_rule_matches_are_not_listed_unless_checkpoints() -> None:
     assert kept.reason == "no rule matches"
 
 
-@pytest.mark.parametrize("target", ["GLACIER", "DEEP_ARCHIVE", "STANDARD_IA", "GLACIER_IR"])
+@pytest.mark.parametrize(
+    "target",
+    ["INTELLIGENT_TIERING", "STANDARD_IA", "ONEZONE_IA", "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"],
+)
 def test_objects_under_128_kib_are_not_transitioned_to_a_class_with_a_minimum(target: str) -> None:
     body = f"""
 rules:
