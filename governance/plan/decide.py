@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 
+from governance.model.detectors import TRACKER_NAMES
+from governance.model.detectors.base import basename, parent
 from governance.model.types import (
     Artifact,
     CatalogObject,
@@ -79,6 +81,9 @@ _RULE_KEEPS = KeptHow.RULE_KEEPS
 _STRIPPED = KeptHow.STRIPPED
 _WHOLE = KeptHow.WHOLE
 _CHECKPOINT = Kind.CHECKPOINT
+_OTHER = Kind.OTHER
+_TRACKER_ENDINGS = tuple(sorted({name[-4:] for name in TRACKER_NAMES}))
+"""What a tracker file's key ends with: a cheap first test, for artifacts of kind other."""
 _DEAD = (RunStatus.FAILED, RunStatus.ABANDONED)
 _DESTRUCTIVE = frozenset(t for t in ActionType if t.value in DESTRUCTIVE_ACTIONS)
 _KIND_NAME = {k: k.value for k in Kind}
@@ -552,6 +557,11 @@ def _best_of_run(
     return out
 
 
+def _is_tracker(art: Artifact) -> bool:
+    """A tracker file of a layout that reads it (not any file named `latest`)."""
+    return art.layout in ("deepspeed", "megatron") and basename(art.key) in TRACKER_NAMES
+
+
 def _deletes(d: Decision) -> bool:
     """Whether some action of `d` deletes (a plain loop: most decisions have one action)."""
     for a in d.actions:  # noqa: SIM110  (any() over a generator costs more per decision)
@@ -593,6 +603,39 @@ def _guard_newest(
         f"invariant 1: {_label(top)} is the newest complete checkpoint of {name} "
         f"({status}){where} kept whole instead of: {instead}",
     )
+
+
+def _keep_trackers(decisions: list[Decision], trackers: list[Decision]) -> None:
+    """A tracker file (DeepSpeed's `latest`, Megatron's `latest_checkpointed_iteration.txt`)
+    stays while a checkpoint of its folder stays: their completeness depends on it. A rule
+    that expires a dead run's files deleted it next to a checkpoint a protection kept,
+    which then read as incomplete, residue to the next plan."""
+    for t in trackers:
+        if not _deletes(t):
+            continue
+        folder = parent(t.artifact.key)
+        staying = [
+            d.artifact
+            for d in decisions
+            if d.artifact.kind is _CHECKPOINT
+            and parent(d.artifact.key) == folder
+            and not _deletes(d)
+            and not any(a.dest_url is not None for a in d.actions)  # archived elsewhere
+        ]
+        if not staying:
+            continue
+        names = ", ".join(_label(a) for a in staying[:3]) + (
+            f" and {len(staying) - 3} more" if len(staying) > 3 else ""
+        )
+        instead = t.actions[0].reason
+        t.actions = ()
+        t.keep(
+            t.rule,
+            None,
+            _WHOLE,
+            f"kept: checkpoint(s) of its folder stay ({names}) and their completeness depends "
+            f"on {basename(t.artifact.key)}, kept instead of: {instead}",
+        )
 
 
 _RESUMABLE = (RunStatus.RUNNING, RunStatus.UNKNOWN)
@@ -681,6 +724,7 @@ class Decider:
         run_name = run.name if run is not None else None
         decisions: list[Decision] = []
         complete: list[Decision] = []  # the complete checkpoints' decisions, in order
+        trackers: list[Decision] = []  # those of tracker files (see `_keep_trackers`)
         loose: list[Decision] = []  # those of them no tier rule owns
         tier_members: dict[int, list[Decision]] = {}
         written = ctx.written
@@ -698,6 +742,8 @@ class Decider:
             protected = protector(art, uri, age) if age < min_age or not by_age else None
             d = make(art, ref, age, protected)
             decisions.append(d)
+            if kind is _OTHER and art.key.endswith(_TRACKER_ENDINGS) and _is_tracker(art):
+                trackers.append(d)
             if trace:
                 assert isinstance(d, TracedDecision)
                 found = _owned(*_owner_traced(ctx, d, shield))
@@ -730,6 +776,8 @@ class Decider:
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
         _guard_newest(complete, run, written)
+        if trackers:
+            _keep_trackers(decisions, trackers)
         # Every other checkpoint is kept in flight already, and a tier rule keeps or
         # deletes each of its own (the guard only turns a delete into a keep).
         for d in loose:

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from governance.model.types import Component, Kind, RunStatus
+from governance.model.types import Artifact, Component, Kind, RunStatus
 from governance.plan.types import ActionType, KeptHow, PlanStatus
 from tests.unit.plan_factories import (
     AS_OF,
@@ -20,6 +20,7 @@ from tests.unit.plan_factories import (
     kept_for,
     kinds,
     make_plan,
+    obj,
     policy,
     single,
     snapshot,
@@ -699,3 +700,60 @@ def test_best_is_chosen_among_the_checkpoints_the_tiered_rule_gets() -> None:
     best = kept_for(plan, runner_up.key)
     assert best is not None
     assert (best.rule, best.tier) == ("checkpoints", "best")
+
+
+# ----------------------------------------------------------------------------- tracker files
+
+
+def _tracker(key: str, layout: str = "deepspeed", age_days: float = 30) -> Artifact:
+    o = obj(key, 16, age_days)
+    return Artifact(key, Kind.OTHER, layout, [o], (Component.METADATA,), run=R)
+
+
+EXPIRE_DEAD = """
+protect: {min_age: 1d, tags: {retain: "true"}}
+rules:
+  - name: failed-runs
+    select: {run_status: [failed, abandoned]}
+    expire: {after: 14d}
+"""
+
+
+@pytest.mark.parametrize(
+    ("tracker_key", "layout"),
+    [(f"{R}latest", "deepspeed"), (f"{R}latest_checkpointed_iteration.txt", "megatron")],
+)
+def test_a_tracker_file_stays_while_a_checkpoint_of_its_folder_stays(
+    tracker_key: str, layout: str
+) -> None:
+    """A dead run's files expire, but a tag protects one checkpoint: DeepSpeed's `latest`
+    (Megatron's tracker) is what makes that checkpoint complete, so it stays with it."""
+    kept_ckpt = checkpoint(R, 100, age_days=30, name="global_step100", tags={"retain": "true"})
+    gone_ckpt = checkpoint(R, 200, age_days=30, name="global_step200")
+    tracker = _tracker(tracker_key, layout)
+    plan = make_plan(
+        [group("a", [kept_ckpt, gone_ckpt, tracker], RunStatus.FAILED)], policy(EXPIRE_DEAD)
+    )
+    assert kinds(plan, gone_ckpt.key) == ["delete"]
+    assert kinds(plan, kept_ckpt.key) == []
+    assert kinds(plan, tracker.key) == []
+    kept = kept_for(plan, tracker.key)
+    assert kept is not None
+    assert kept.rule == "failed-runs"
+    assert "step 100" in kept.reason
+    assert "kept instead of: expired" in kept.reason
+
+
+def test_a_tracker_file_goes_with_the_last_checkpoint_of_its_folder() -> None:
+    """Nothing of the folder stays: the tracker expires with the run. A file named `latest`
+    that no layout reads is an ordinary file, and a checkpoint in another folder does not
+    hold a tracker."""
+    elsewhere = checkpoint(f"{R}other/", 100, age_days=30, tags={"retain": "true"})
+    gone = checkpoint(R, 200, age_days=30, name="global_step200")
+    tracker = _tracker(f"{R}latest")
+    plain = _tracker(f"{R}notes/latest", layout="file")
+    group_ = group("a", [elsewhere, gone, tracker, plain], RunStatus.FAILED)
+    plan = make_plan([group_], policy(EXPIRE_DEAD))
+    assert kinds(plan, tracker.key) == ["delete"]
+    assert kinds(plan, plain.key) == ["delete"]
+    assert kinds(plan, elsewhere.key) == []
