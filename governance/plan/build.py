@@ -27,7 +27,7 @@ from typing import Any
 from governance.heap import no_settle, settled_collections
 from governance.model.types import Group
 from governance.plan.costs import GB
-from governance.plan.decide import Decider
+from governance.plan.decide import Decider, Unmeasured
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
 from governance.plan.totals import Left, Totals, summarize
@@ -113,6 +113,23 @@ def _follows(a: PlannedAction, b: PlannedAction) -> bool:
     return _action_sort_key(a) <= _action_sort_key(b)
 
 
+def _unmeasured_note(root: str, rule: str, tier: str, metric: str, runs: list[Unmeasured]) -> str:
+    """One note per root, rule, tier and metric: how many runs report no such metric, with
+    the first of them and what it reports instead (often the same metric's other name)."""
+    first = runs[0]
+    named = f"run {first.run}" if first.run is not None else "checkpoints outside any run"
+    instead = (
+        f"its checkpoints report {', '.join(first.reported)}"
+        if first.reported
+        else "its checkpoints report no metric"
+    )
+    return (
+        f"root {root}: tier {tier} (rule {rule}) keeps the best checkpoint by {metric}, but "
+        f"no checkpoint of {len(runs):,} run(s) reports {metric} (e.g. {named}: {instead}); "
+        "best keeps nothing there"
+    )
+
+
 def policy_controls(policy: Policy) -> dict[str, Any]:
     """The blocks that govern approval and apply, frozen into the plan."""
     return {
@@ -190,6 +207,7 @@ def _build(
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
     not_applicable: Counter[tuple[str, str, str]] = Counter()
+    unmeasured: dict[tuple[str, str, str, str], list[Unmeasured]] = {}
     class_bytes: dict[str, int] = {}  # integers: the bill must not depend on input order
     running = Totals()  # the summary, valid while the actions stay in the order added
     left = Left()
@@ -221,6 +239,8 @@ def _build(
                 kept_in_order = _kept_continues(kept, kept_start)
             for rule, what in result.not_applicable:
                 not_applicable[(root.url, rule, what)] += 1
+            for u in result.unmeasured:
+                unmeasured.setdefault((root.url, u.rule, u.tier, u.metric), []).append(u)
             settle()
         deleted[root.url] = removed
         totals[root.url] = live if root.total_bytes is None else root.total_bytes
@@ -235,6 +255,7 @@ def _build(
         f"classes; {n} artifact(s) left as they are"
         for (root, rule, what), n in sorted(not_applicable.items())
     ]
+    notes += [_unmeasured_note(*key, runs) for key, runs in sorted(unmeasured.items())]
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
     # The roots' whole monthly bill, so the summary shows the bill before -> after.

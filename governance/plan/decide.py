@@ -167,6 +167,21 @@ def _subject(d: Decision, run: Run | None) -> Subject:
 class GroupResult:
     decisions: list[Decision]
     not_applicable: list[tuple[str, str]]  # (rule, what): class changes on a filesystem root
+    unmeasured: list[Unmeasured] = field(default_factory=list)
+    """Tiers that keep `best` by a metric no checkpoint of the run reports."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unmeasured:
+    """A tier keeps the best checkpoint by `metric`, but none of the run's reports it: best
+    keeps nothing there (the metric's name may be the framework's other spelling: a
+    Lightning run logs `val_loss`, the Trainer `eval_loss`)."""
+
+    rule: str
+    tier: str
+    metric: str
+    run: str | None
+    reported: tuple[str, ...]  # the metrics the run's checkpoints do report
 
 
 _RuleView = tuple[int, Rule, bool, frozenset[Kind] | None, bool]
@@ -193,6 +208,7 @@ class _Ctx:
     classes: bool
     trace: bool
     not_applicable: list[tuple[str, str]]
+    unmeasured: list[Unmeasured]
     rates: Rates
     decider: Decider
     run: Run | None
@@ -509,6 +525,7 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     texts = decider.unkept_texts(rule, otherwise)  # by step: `unkept` for a new step only
     name = rule.name
     best_of_run = _best_of_run(rule, members, run, ctx.written) if otherwise == "delete" else {}
+    _note_unmeasured(ctx, rule, members)
     for d in members:
         art = d.artifact
         picks = chosen.get(art.key, _NONE)
@@ -535,6 +552,21 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
                 _action(ctx, d, name, None, _DELETE, art.objects, reason)
             else:
                 d.keep(name, None, _RULE_KEEPS, reason)
+
+
+def _note_unmeasured(ctx: _Ctx, rule: Rule, members: list[Decision]) -> None:
+    """Record each tier of `rule` that keeps `best` by a metric none of `members` reports."""
+    assert rule.tiers is not None
+    for tier in rule.tiers:
+        metric = tier.best_metric
+        if metric is None or "best" not in tier.keep:
+            continue
+        name = metric.name
+        if any(name in d.artifact.metrics for d in members):
+            continue
+        reported = tuple(sorted({m for d in members for m in d.artifact.metrics}))
+        run = ctx.run.name if ctx.run is not None else None
+        ctx.unmeasured.append(Unmeasured(rule.name, tier.name, name, run, reported))
 
 
 def _best_of_run(
@@ -716,7 +748,9 @@ class Decider:
         policy, as_of, root_url = self.policy, self.as_of, self.root_url
         run = group.run
         rules = [v for v in self._rules if run_matches(v[1].select, run)]
-        ctx = _Ctx(policy, as_of, root_url, self.classes, trace, [], self.rates, self, run, rules)
+        ctx = _Ctx(
+            policy, as_of, root_url, self.classes, trace, [], [], self.rates, self, run, rules
+        )
         shield = shielded_from_expiry(policy.protect, run)
         protector = self.protector
         by_age = protector.by_age_alone(group.artifacts)
@@ -784,7 +818,7 @@ class Decider:
             if d.kept is None and not (d.actions and _deletes(d)):
                 how = _NO_RULE if d.rule is None else _RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
-        return GroupResult(decisions, ctx.not_applicable)
+        return GroupResult(decisions, ctx.not_applicable, ctx.unmeasured)
 
     def _owner(self, ctx: _Ctx, kind: Kind, d: Decision, shield: str | None) -> _Owner:
         """`_owner_traced` without the trace: a rule owns the artifact when its selector

@@ -315,7 +315,13 @@ def test_five_days_on(bucket: Bucket) -> None:
     # logs are 5 days old: no transition due yet; S3 has storage classes, so no
     # not-applicable notes
     assert not [a for a in p.doc["actions"] if a["action"] == "transition"]
-    assert p.doc["notes"] == [DEDUPE_NOT_PLANNED]  # the example policy has a dedupe block
+    notes = p.doc["notes"]
+    assert notes[-1] == DEDUPE_NOT_PLANNED  # the example policy has a dedupe block
+    assert not [n for n in notes if "not applicable" in n]
+    # the long-term tier keeps best by eval_loss: runs that report none are named
+    [unmeasured] = notes[:-1]
+    assert "tier long-term (rule checkpoints) keeps the best checkpoint by eval_loss" in unmeasured
+    assert unmeasured.endswith("best keeps nothing there")
 
 
 def test_twenty_days_on_expires_dead_runs_and_moves_logs_to_ia(bucket: Bucket) -> None:

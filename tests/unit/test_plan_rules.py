@@ -757,3 +757,43 @@ def test_a_tracker_file_goes_with_the_last_checkpoint_of_its_folder() -> None:
     assert kinds(plan, tracker.key) == ["delete"]
     assert kinds(plan, plain.key) == ["delete"]
     assert kinds(plan, elsewhere.key) == []
+
+
+# ----------------------------------------------------------------------------- best metric
+
+
+BEST_BY_EVAL_LOSS = """
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - {name: recent, keep_last: 1}
+      - {name: long-term, keep: [best], best_metric: {name: eval_loss, mode: min}}
+    otherwise: delete
+"""
+
+
+def test_a_best_metric_no_checkpoint_reports_is_named_in_a_note() -> None:
+    """A Lightning run logs `val_loss`; a tier keeping best by `eval_loss` keeps nothing
+    there, and its best checkpoint is rotated away: the plan says so, with what the run
+    does report, once per tier for all such runs."""
+    lightning = [
+        checkpoint("runs/pl/", s, age_days=10 - s / 100, metrics={"val_loss": 1.0 - s / 1000})
+        for s in (100, 200, 300)
+    ]
+    bare = [checkpoint("runs/ds/", s, age_days=10 - s / 100) for s in (100, 200)]
+    measured = [
+        checkpoint("runs/hf/", s, age_days=10 - s / 100, metrics={"eval_loss": 2.0 - s / 1000})
+        for s in (100, 200)
+    ]
+    plan = make_plan(
+        [group("pl", lightning), group("ds", bare), group("hf", measured)],
+        policy(BEST_BY_EVAL_LOSS),
+    )
+    assert plan.notes == [
+        f"root {ROOT}: tier long-term (rule checkpoints) keeps the best checkpoint by "
+        "eval_loss, but no checkpoint of 2 run(s) reports eval_loss (e.g. run pl: its "
+        "checkpoints report val_loss); best keeps nothing there"
+    ]
+    assert kinds(plan, "runs/pl/checkpoint-100/") == ["delete"]
+    assert kinds(plan, "runs/hf/checkpoint-200/") == []  # best by eval_loss, and newest

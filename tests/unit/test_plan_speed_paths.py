@@ -282,7 +282,9 @@ def test_an_actions_objects_are_copies_of_its_objects_in_key_order(
     ]
     art = Artifact("c/", Kind.CHECKPOINT, "hf", objs, tuple(Component.OTHER for _ in objs))
     decider = Decider(POLICY, AS_OF, ROOT, True)
-    ctx = decide_module._Ctx(POLICY, AS_OF, ROOT, True, False, [], decider.rates, decider, None, [])
+    ctx = decide_module._Ctx(
+        POLICY, AS_OF, ROOT, True, False, [], [], decider.rates, decider, None, []
+    )
     d = Decision(art, ArtifactRef(ROOT + "c/", "checkpoint", None, None, ROOT), timedelta(0))
     action = decide_module._action(ctx, d, "r", None, kind, list(objs), "why")
     in_order = sorted(objs, key=lambda o: (o.key, o.upload_id))
