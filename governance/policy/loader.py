@@ -12,21 +12,40 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.scalarbool import ScalarBoolean
 
 from governance.errors import PolicyError
+from governance.policy.cross import (
+    Loc,
+    Problem,
+    archive_overlaps,
+    duplicate_rule_names,
+    duplicate_tier_names,
+    root_clashes,
+    versioned_needs_s3,
+)
 from governance.policy.fields import did_you_mean
-from governance.policy.models import KEEP_KEYS, OTHERWISE_REQUIRED, Policy, keeps_nothing
+from governance.policy.models import (
+    KEEP_KEYS,
+    OTHERWISE_REQUIRED,
+    ApplyConfig,
+    Archive,
+    Policy,
+    Rule,
+    StorageRoot,
+    Tier,
+    keeps_nothing,
+)
 from governance.policy.select import template_placeholders
 
-Loc = tuple[str | int, ...]
 _VALUE_PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
@@ -72,7 +91,7 @@ def _load(text: str, name: str, sha256: str) -> Policy:
         policy = Policy.model_validate(data, context=context)
     except ValidationError as exc:
         errors = _without_consequences(exc.errors())
-        errors += _shape_errors(data, errors)
+        errors += _shape_errors(data, errors) + _cross_block_errors(data)
         located = sorted({_describe(name, tree, err) for err in errors})
         problems = [text for _, text in located]
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
@@ -103,6 +122,69 @@ def _shape_errors(data: Any, errors: list[Any]) -> list[dict[str, Any]]:
             if not (any(k in tier for k in KEEP_KEYS[:-1]) or tier.get("keep")):
                 out.append(_policy_error(("rules", i, "tiers", j), keeps_nothing(tier.get("name"))))
     return out
+
+
+def _cross_block_errors(data: Any) -> list[dict[str, Any]]:
+    """The checks across blocks (`cross`), run on every part of the policy that is valid on
+    its own, as pydantic errors: pydantic runs them only once all of it is valid, and then
+    stops at the first, so each would hide the next. A check is not run on an input that
+    is itself invalid (an unparseable root URL): that error is the news, and a problem
+    derived from it could be a mere consequence. Where pydantic did run one, the same
+    problem comes twice and is reported once."""
+    roots = _entries(data, "storage")
+    root_urls = _valid_values(roots, StorageRoot, "url")
+    rules = _entries(data, "rules")
+    tiers = [entry for loc, rule in rules for entry in _entries(rule, "tiers", loc)]
+    archives = [((*loc, "archive"), tier.get("archive")) for loc, tier in tiers]
+    modes = _valid_values([(("apply",), _get(data, "apply"))], ApplyConfig, "delete_mode")
+    urls = [url for _, url in root_urls]
+    problems = [
+        *root_clashes(_valid_values(roots, StorageRoot, "name"), root_urls),
+        *duplicate_rule_names(_valid_values(rules, Rule, "name")),
+        *[p for loc, rule in rules for p in _tier_name_repeats(rule, loc)],
+        *[p for _, mode in modes for p in versioned_needs_s3(mode, urls)],
+        *archive_overlaps(_valid_values(archives, Archive, "url"), urls),
+    ]
+    return [_policy_error(loc, message) for loc, message in problems]
+
+
+def _tier_name_repeats(rule: Any, at: Loc) -> list[Problem]:
+    """Duplicate tier names are compared within one rule only."""
+    return duplicate_tier_names(_valid_values(_entries(rule, "tiers", at), Tier, "name"))
+
+
+def _get(node: Any, key: str) -> Any:
+    return node.get(key) if isinstance(node, dict) else None
+
+
+def _entries(node: Any, key: str, at: Loc = ()) -> list[tuple[Loc, Any]]:
+    """The mappings listed under `node[key]`, each with its loc (`at` is node's)."""
+    items = _get(node, key)
+    if not isinstance(items, list):
+        return []
+    return [((*at, key, i), item) for i, item in enumerate(items) if isinstance(item, dict)]
+
+
+def _valid_values(
+    entries: list[tuple[Loc, Any]], model: type[BaseModel], field: str
+) -> list[tuple[Loc, Any]]:
+    """`field` of each mapping that gives it, validated as `model` does (a root URL comes
+    back normalized); the ones that are invalid are left out, as are their problems."""
+    adapter = _field_adapter(model, field)
+    out = []
+    for loc, entry in entries:
+        if isinstance(entry, dict) and field in entry:
+            try:
+                out.append(((*loc, field), adapter.validate_python(entry[field])))
+            except ValidationError:
+                continue
+    return out
+
+
+@cache
+def _field_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
+    """Validates one field on its own, with its type, constraints and validators."""
+    return TypeAdapter(model.model_fields[field].rebuild_annotation())
 
 
 def _policy_error(loc: Loc, message: str, *subloc: str) -> dict[str, Any]:

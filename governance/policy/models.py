@@ -22,6 +22,15 @@ from pydantic import (
 )
 
 from governance.model.types import ClassifyOptions, Component, Kind, RunStatus
+from governance.policy.cross import (
+    Loc,
+    Problem,
+    archive_overlaps,
+    duplicate_rule_names,
+    duplicate_tier_names,
+    root_clashes,
+    versioned_needs_s3,
+)
 from governance.policy.fields import (
     DEFAULT_PRICING,
     DESTRUCTIVE_ACTIONS,
@@ -47,6 +56,15 @@ from governance.policy.fields import (
 from governance.policy.select import TEMPLATE_FIELD_RE
 from governance.policy.units import format_duration
 
+
+def _refuse_first(problems: list[Problem], within: Loc = ()) -> None:
+    """Raise the first of a cross-block check's problems (a validator stops at one; the
+    loader reports them all), placed below `within`, the loc of the validated value."""
+    if problems:
+        loc, message = problems[0]
+        raise fail(message, *loc[len(within) :])
+
+
 # ----------------------------------------------------------------------------- blocks
 
 
@@ -60,18 +78,6 @@ class StorageRoot(PolicyModel):
     profile: str | None = None
     region: str | None = None
     concurrency: int | None = Field(default=None, ge=1, strict=True)
-
-
-def _opened(url: str) -> str:
-    """The root URL as `storage.normalize_url` opens it (as written when it cannot be:
-    `StorageRoot` reports that)."""
-    from governance.errors import ArgumentError
-    from governance.storage import normalize_url
-
-    try:
-        return normalize_url(url)
-    except ArgumentError:
-        return url
 
 
 class RunStatusConfig(PolicyModel):
@@ -238,10 +244,8 @@ class Rule(PolicyModel):
                 raise fail(
                     "tiers only apply to checkpoints: add checkpoint to kind", "select", "kind"
                 )
-            names = [t.name for t in self.tiers]
-            for i, name in enumerate(names):
-                if name in names[:i]:
-                    raise fail(f"duplicate tier name {name!r}", "tiers", i, "name")
+            names = [(("tiers", i, "name"), tier.name) for i, tier in enumerate(self.tiers)]
+            _refuse_first(duplicate_tier_names(names))
         elif self.otherwise is not None:
             raise fail("'otherwise' only applies to a rule with tiers", "otherwise")
         if self.expire is not None and self.transition:
@@ -376,34 +380,16 @@ class Policy(PolicyModel):
     @field_validator("storage")
     @classmethod
     def _unique_roots(cls, roots: tuple[StorageRoot, ...]) -> tuple[StorageRoot, ...]:
-        # compared as the scanner and planner open them (s3a:// is s3://, file://localhost/
-        # is file:///): two spellings of one place are one root
-        opened = [_opened(root.url) for root in roots]
-        for i, root in enumerate(roots):
-            for j, other in enumerate(roots[:i]):
-                if root.name == other.name:
-                    raise fail(f"duplicate storage name {root.name!r}", i, "name")
-                here, there = opened[i], opened[j]
-                if here == there:
-                    raise fail(f"root {root.url} is listed twice", i, "url")
-                if here.startswith(there) or there.startswith(here):
-                    inner, outer = sorted((root.url, other.url), key=len, reverse=True)
-                    raise fail(
-                        f"root {inner} is inside root {outer}: roots must not overlap (their "
-                        "objects would be planned, counted and acted on twice)",
-                        i,
-                        "url",
-                    )
+        names = [(("storage", i, "name"), root.name) for i, root in enumerate(roots)]
+        urls = [(("storage", i, "url"), root.url) for i, root in enumerate(roots)]
+        _refuse_first(root_clashes(names, urls), within=("storage",))
         return roots
 
     @field_validator("rules")
     @classmethod
     def _unique_rules(cls, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
-        names = [r.name for r in rules]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                first = names.index(name)
-                raise fail(f"duplicate rule name {name!r} (also rules[{first}])", i, "name")
+        names = [(("rules", i, "name"), rule.name) for i, rule in enumerate(rules)]
+        _refuse_first(duplicate_rule_names(names), within=("rules",))
         return rules
 
     @field_validator("pricing")
@@ -416,45 +402,23 @@ class Policy(PolicyModel):
 
     @model_validator(mode="after")
     def _versioned_deletes_need_s3(self) -> Policy:
-        """`delete_mode: versioned` leaves old versions behind a delete marker: only an S3
-        bucket keeps them. On a filesystem root apply would refuse the approved plan;
-        said here, where the policy is written."""
-        if self.apply.delete_mode != "versioned":
-            return self
-        plain = [root.url for root in self.storage if not _opened(root.url).startswith("s3://")]
-        if plain:
-            raise fail(
-                f"delete_mode versioned needs versioned S3 buckets; {', '.join(plain)} "
-                "cannot keep old versions: use quarantine or permanent",
-                "apply",
-                "delete_mode",
-            )
+        """See `cross.versioned_needs_s3` (the loader also runs it on a policy invalid
+        elsewhere)."""
+        roots = [root.url for root in self.storage]
+        _refuse_first(versioned_needs_s3(self.apply.delete_mode, roots))
         return self
 
     @model_validator(mode="after")
     def _archives_outside_roots(self) -> Policy:
-        """An archive copy lands at `archive.url` + the object's key: at a root (or in
-        one) it would overwrite the object it copies before removing it, or be scanned
-        and planned as that root's data; a root inside it, likewise."""
-        roots = [(root.url, _opened(root.url)) for root in self.storage]
-        for i, rule in enumerate(self.rules):
-            for j, tier in enumerate(rule.tiers or ()):
-                if tier.archive is None or tier.archive.url is None:
-                    continue
-                dest = _opened(tier.archive.url)
-                for url, opened in roots:
-                    if dest.startswith(opened) or opened.startswith(dest):
-                        raise fail(
-                            f"archive.url {tier.archive.url} overlaps root {url}: archived "
-                            "copies must go outside every root (a copy there would overwrite "
-                            "its original, or be planned again as the root's data)",
-                            "rules",
-                            i,
-                            "tiers",
-                            j,
-                            "archive",
-                            "url",
-                        )
+        """See `cross.archive_overlaps` (the loader also runs it on a policy invalid
+        elsewhere)."""
+        archives = [
+            (("rules", i, "tiers", j, "archive", "url"), tier.archive.url)
+            for i, rule in enumerate(self.rules)
+            for j, tier in enumerate(rule.tiers or ())
+            if tier.archive is not None and tier.archive.url is not None
+        ]
+        _refuse_first(archive_overlaps(archives, [root.url for root in self.storage]))
         return self
 
     @model_validator(mode="after")
