@@ -81,6 +81,9 @@ _RULE_KEEPS = KeptHow.RULE_KEEPS
 _STRIPPED = KeptHow.STRIPPED
 _WHOLE = KeptHow.WHOLE
 _CHECKPOINT = Kind.CHECKPOINT
+_FROZEN = frozenset(RESTORE_FIRST)
+"""Classes whose objects cannot be copied (to quarantine) before a restore."""
+_CLASS_OF = attrgetter("storage_class")
 _OTHER = Kind.OTHER
 _TRACKER_ENDINGS = tuple(sorted({name[-4:] for name in TRACKER_NAMES}))
 """What a tracker file's key ends with: a cheap first test, for artifacts of kind other."""
@@ -217,6 +220,8 @@ class _Ctx:
     """`_owner`'s answer per kind, when it depended on nothing else (no per-artifact look)."""
     texts: dict[tuple[str, int], str] = field(default_factory=dict)  # reasons of the group
     expiry: dict[int, _ExpiryFacts] = field(default_factory=dict)  # `_expiry_facts` by rule
+    frozen: list[Decision] = field(default_factory=list)
+    """Decisions removing an object in GLACIER or DEEP_ARCHIVE (see `_keep_frozen`)."""
     written: dict[int, datetime] = field(default_factory=dict)
     """Each artifact's `last_modified` (a max over its objects), taken once: `tiers.Written`."""
 
@@ -247,9 +252,13 @@ def _action(
     # The plan holds the catalog's objects themselves (`ObjectRef`), in a list of its own.
     objects = objs if objs is not d.artifact.objects else list(objs)
     classes = _CLASSES
+    frozen = False
     for o in objects:  # one string per class name (every row brings its own copy)
         if (sc := o.storage_class) is not None:
             o.storage_class = classes.setdefault(sc, sc)
+            frozen = frozen or sc in _FROZEN
+    if frozen and kind is _DELETE:
+        ctx.frozen.append(d)
     early, request, before, after = action_costs(
         objs, kind, storage_class, dest_url, ctx.as_of, ctx.rates
     )
@@ -456,6 +465,9 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             )
         elif not unwanted:
             notes.append("kept whole (it has no other components)")
+        elif ctx.decider.quarantine and not _FROZEN.isdisjoint(map(_CLASS_OF, unwanted)):
+            n = sum(1 for o in unwanted if o.storage_class in _FROZEN)
+            notes.append(f"kept whole, not stripped: {_frozen_why(n)}")
         else:
             drop = unwanted
             remaining = [o for o, c in zip(objects, roles, strict=True) if c in keep]
@@ -670,6 +682,36 @@ def _keep_trackers(decisions: list[Decision], trackers: list[Decision]) -> None:
         )
 
 
+def _keep_frozen(decisions: list[Decision]) -> None:
+    """With `delete_mode: quarantine`, a delete of an object in GLACIER or DEEP_ARCHIVE
+    cannot keep a way back: the quarantine copy needs a restore first, and apply failed
+    those actions every time. Such an artifact stays as it is, and says why (a strip of
+    such objects is not planned either: see `_keep_by_tier`)."""
+    for d in decisions:
+        frozen = [
+            a
+            for a in d.actions
+            if a.action is _DELETE and not _FROZEN.isdisjoint(map(_CLASS_OF, a.objects))
+        ]
+        if not frozen:
+            continue
+        n = sum(1 for a in frozen for o in a.objects if o.storage_class in _FROZEN)
+        d.actions = [a for a in d.actions if a not in frozen]
+        was = frozen[0]
+        why = f"{_frozen_why(n)}; instead of: {was.reason}"
+        if d.artifact.kind is _CHECKPOINT:
+            d.keep(d.rule, was.tier, _WHOLE, f"kept whole: {why}")
+        else:
+            d.reason = f"left as it is: {why}"
+
+
+def _frozen_why(n: int) -> str:
+    return (
+        f"{n} object(s) in GLACIER or DEEP_ARCHIVE cannot be moved to quarantine without a "
+        "restore first (apply.delete_mode quarantine; versioned or permanent could remove them)"
+    )
+
+
 _RESUMABLE = (RunStatus.RUNNING, RunStatus.UNKNOWN)
 """Runs that may still be writing, and resume from their newest complete checkpoint."""
 
@@ -699,6 +741,8 @@ class Decider:
             )
             for i, r in enumerate(policy.rules)
         ]
+        # quarantine copies of GLACIER and DEEP_ARCHIVE objects need a restore first
+        self.quarantine = classes and policy.apply.delete_mode == "quarantine"
         self._durations: dict[timedelta, str] = {}
         self._strips: dict[int, tuple[Tier, bool]] = {}
         self._unkept: dict[tuple[int, str], dict[int, str]] = {}
@@ -810,7 +854,9 @@ class Decider:
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
         _guard_newest(complete, run, written)
-        if trackers:
+        if ctx.frozen and self.quarantine:
+            _keep_frozen(list(dict.fromkeys(ctx.frozen)))
+        if trackers:  # after everything that decides whether a checkpoint stays
             _keep_trackers(decisions, trackers)
         # Every other checkpoint is kept in flight already, and a tier rule keeps or
         # deletes each of its own (the guard only turns a delete into a keep).

@@ -8,6 +8,7 @@ import pytest
 
 from governance.model.types import Artifact, Component, Kind, RunStatus
 from governance.plan.types import ActionType, KeptHow, PlanStatus
+from governance.policy.models import Policy
 from tests.unit.plan_factories import (
     AS_OF,
     ROOT,
@@ -367,7 +368,10 @@ def test_glacier_objects_are_not_moved_without_a_restore() -> None:
     best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1}, storage_class="GLACIER")
     last = checkpoint(R, 300, 10)
     for archive in ("{storage_class: DEEP_ARCHIVE}", "{url: s3://cold-archive/}"):
-        plan = make_plan([group("a", [best, last])], policy(_strip_archive(archive)))
+        # (versioned deletes: a strip of GLACIER objects is then possible, see
+        # test_a_frozen_checkpoint_is_kept_whole_not_stripped_or_deleted for quarantine)
+        pol_ = _quarantined(_strip_archive(archive), "versioned")
+        plan = make_plan([group("a", [best, last])], pol_)
         assert [a.action for a in actions_for(plan, best.key)] == [ActionType.STRIP]
         kept = kept_for(plan, best.key)
         assert kept is not None
@@ -797,3 +801,67 @@ def test_a_best_metric_no_checkpoint_reports_is_named_in_a_note() -> None:
     ]
     assert kinds(plan, "runs/pl/checkpoint-100/") == ["delete"]
     assert kinds(plan, "runs/hf/checkpoint-200/") == []  # best by eval_loss, and newest
+
+
+# ----------------------------------------------------------------------------- quarantine
+
+
+def _quarantined(body: str, mode: str = "quarantine") -> Policy:
+    extra = (
+        "\n  quarantine_url: s3://ml-artifacts/.govern-quarantine/" if mode == "quarantine" else ""
+    )
+    return policy(f"{body}\napply:\n  delete_mode: {mode}{extra}\n")
+
+
+EXPIRE_DATA = """
+rules:
+  - name: old-data
+    select: {kind: dataset}
+    expire: {after: 30d}
+"""
+
+
+@pytest.mark.parametrize("frozen", ["GLACIER", "DEEP_ARCHIVE"])
+def test_quarantine_cannot_take_objects_that_need_a_restore_first(frozen: str) -> None:
+    """A quarantine copy of a GLACIER or DEEP_ARCHIVE object needs a restore first: apply
+    failed such deletes every night. They stay, and say why."""
+    cold = single("data/cold.bin", Kind.DATASET, 10 * MiB, 200, storage_class=frozen)
+    warm = single("data/warm.bin", Kind.DATASET, 10 * MiB, 200, storage_class="GLACIER_IR")
+    plan = make_plan([group(None, [cold, warm])], _quarantined(EXPIRE_DATA))
+    assert kinds(plan, warm.key) == ["delete"]  # instant retrieval: copied like any other
+    assert kinds(plan, cold.key) == []
+    [left] = plan.summary.left
+    assert left.example_uri == ROOT + cold.key
+    assert "cannot be moved to quarantine without a restore first" in left.example_reason
+    assert "instead of: expired" in left.example_reason
+    # versioned deletes leave the object where it is (a delete marker): planned
+    versioned = make_plan([group(None, [cold])], _quarantined(EXPIRE_DATA, "versioned"))
+    assert kinds(versioned, cold.key) == ["delete"]
+
+
+def test_a_frozen_checkpoint_is_kept_whole_not_stripped_or_deleted() -> None:
+    body = """
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - {name: recent, keep_last: 1}
+      - {name: thin, keep_every_steps: 1000, keep_components: [weights, metadata]}
+    otherwise: delete
+"""
+    newest = checkpoint(R, 3000, age_days=5)
+    thinned = checkpoint(R, 2500, age_days=8, storage_class="DEEP_ARCHIVE")
+    dropped = checkpoint(R, 2000, age_days=9, storage_class="GLACIER")
+    plan = make_plan([group("a", [dropped, thinned, newest])], _quarantined(body))
+    assert kinds(plan, thinned.key) == []
+    kept = kept_for(plan, thinned.key)
+    assert kept is not None
+    assert kept.how is KeptHow.WHOLE
+    assert "kept whole, not stripped: 3 object(s) in GLACIER or DEEP_ARCHIVE" in kept.reason
+    assert "dropped" not in kept.reason
+    assert kinds(plan, dropped.key) == []
+    gone = kept_for(plan, dropped.key)
+    assert gone is not None
+    assert gone.how is KeptHow.WHOLE
+    assert gone.reason.startswith("kept whole: 5 object(s) in GLACIER or DEEP_ARCHIVE")
+    assert "instead of: checkpoints: step 2000 is not kept by any tier" in gone.reason
