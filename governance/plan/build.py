@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import chain, islice, pairwise
 from operator import attrgetter, le, lt
 from typing import Any
@@ -60,6 +60,7 @@ class RootSnapshot:
     # tags (the policy uses tags, the root has them) and lock state (Object Lock enabled).
     tags_matter: bool = False
     object_lock: bool = False
+    scanned_at: datetime | None = None  # when the scan began (what it lists is from then on)
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -145,6 +146,17 @@ WHAT_IF_NOTE = (
     "approved or applied"
 )
 
+PAST_NOTE = (
+    "root {root}: planned as of {as_of}, before its scan began ({scanned}): the catalog is "
+    "as scanned, not as it was then, and objects written after {as_of} count as younger "
+    "than protect.min_age (kept)"
+)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 DEDUPE_NOT_PLANNED = (
     "dedupe: the block is validated, but content dedupe is not planned yet; this plan "
     "has no dedupe actions and leaves duplicate copies as the rules decide"
@@ -204,6 +216,7 @@ def _build(
     actions: list[PlannedAction] = []
     kept: list[KeptArtifact] = []
     scans: dict[str, int] = {}
+    scanned_at: dict[str, datetime] = {}
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
     not_applicable: Counter[tuple[str, str, str]] = Counter()
@@ -214,6 +227,8 @@ def _build(
     in_order = kept_in_order = True
     for root in roots:
         scans[root.url] = root.scan_id
+        if root.scanned_at is not None:
+            scanned_at[root.url] = root.scanned_at
         removed = deleted.setdefault(root.url, 0)
         live = 0
         decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
@@ -256,6 +271,11 @@ def _build(
         for (root, rule, what), n in sorted(not_applicable.items())
     ]
     notes += [_unmeasured_note(*key, runs) for key, runs in sorted(unmeasured.items())]
+    notes += [
+        PAST_NOTE.format(root=url, as_of=_iso(as_of), scanned=_iso(at))
+        for url, at in sorted(scanned_at.items())
+        if as_of < at - WHAT_IF_MARGIN
+    ]
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
     # The roots' whole monthly bill, so the summary shows the bill before -> after.

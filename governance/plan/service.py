@@ -94,6 +94,7 @@ def root_snapshots(
                 groups=_closing(stream, reader),
                 tags_matter=needs.tags,
                 object_lock=needs.lock,
+                scanned_at=scan.started_at,
             )
         )
     return snapshots

@@ -335,3 +335,21 @@ def test_explain_says_why(setup: tuple[str, Path, Path]) -> None:
     assert "checkpoint-5000" in plain.stdout
     outside = _run(catalog, "explain", "/elsewhere/x", "--policy", str(policy))
     assert outside.exit_code == 2
+
+
+def test_an_as_of_before_the_scan_says_what_the_plan_is(setup: tuple[str, Path, Path]) -> None:
+    """A plan as of a past time judges the catalog as scanned now: objects written since
+    count as young (protected), and a reader must not take it for a plan of that day."""
+    catalog, policy, storage = setup
+    doc = _json(
+        _run(catalog, "plan", "--policy", str(policy), "--as-of", "2001-01-01", "--format", "json")
+    )
+    root = storage.as_uri() + "/"
+    [past] = [n for n in doc["notes"] if "before its scan began" in n]
+    assert past.startswith(f"root {root}: planned as of 2001-01-01T00:00:00Z, before its scan")
+    assert past.endswith(
+        "objects written after 2001-01-01T00:00:00Z count as younger than protect.min_age (kept)"
+    )
+    assert doc["summary"]["actions"] == 0
+    now = _json(_run(catalog, "plan", "--policy", str(policy), "--no-scan", "--format", "json"))
+    assert not [n for n in now["notes"] if "before its scan began" in n]
