@@ -20,6 +20,7 @@ import botocore.session
 import botocore.utils
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
 from governance.errors import (
     BadCredentialsError,
@@ -137,6 +138,28 @@ class S3Store:
         except Exception as exc:
             raise translate(url, exc) from exc
         install_fast_parsers(self._client, parse_timestamp)
+        self._max_attempts = max_attempts
+        self._client.meta.events.register("needs-retry.s3", self._say_retry)
+
+    def _say_retry(
+        self, attempts: int = 0, caught_exception: BaseException | None = None, **_: Any
+    ) -> None:
+        """Say on stderr that the endpoint cannot be reached and is being tried again: a
+        wrong `endpoint_url` otherwise looked like a hang (5 attempts with backoff take
+        about 15 s). Says nothing of throttling, which retries are for. Decides nothing
+        (botocore's retry handler does)."""
+        if attempts < self._max_attempts and isinstance(
+            caught_exception, EndpointConnectionError | ConnectTimeoutError
+        ):
+            where = self.endpoint_url or "S3"
+            logging.getLogger(__name__).warning(
+                "%s: cannot reach %s (%s); trying again (attempt %d of %d)",
+                self.url,
+                where,
+                type(caught_exception).__name__,
+                attempts + 1,
+                self._max_attempts,
+            )
 
     def __repr__(self) -> str:
         return f"S3Store({self.url!r}, endpoint_url={self.endpoint_url!r})"

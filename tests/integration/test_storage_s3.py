@@ -207,6 +207,26 @@ def test_unreachable_endpoint_fails_fast() -> None:
     assert time.monotonic() - started < 10
 
 
+def test_an_unreachable_endpoint_says_it_is_trying_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Retries with backoff take about 15 s by default: a wrong endpoint_url must not look
+    like a hang. Each retry of a connection says so on stderr (a warning)."""
+    store = S3Store(
+        "s3://bucket/", endpoint_url="http://127.0.0.1:1", max_attempts=2, connect_timeout=1
+    )
+    with (
+        caplog.at_level("WARNING", logger="governance.storage.s3"),
+        pytest.raises(UnreachableError),
+    ):
+        store.check()
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "s3://bucket/: cannot reach http://127.0.0.1:1 (EndpointConnectionError); trying "
+        "again (attempt 2 of 2)"
+    ]
+
+
 def test_unreachable_endpoint_through_s3fs() -> None:
     options = {
         "client_kwargs": {"endpoint_url": "http://127.0.0.1:1"},
