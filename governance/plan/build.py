@@ -147,9 +147,9 @@ WHAT_IF_NOTE = (
 )
 
 PAST_NOTE = (
-    "root {root}: planned as of {as_of}, before its scan began ({scanned}): the catalog is "
-    "as scanned, not as it was then, and objects written after {as_of} count as younger "
-    "than protect.min_age (kept)"
+    "root {root}: planned as of {as_of}, before its scan began: the catalog is as scanned, "
+    "not as it was then, and objects written after {as_of} count as younger than "
+    "protect.min_age (kept)"
 )
 
 
@@ -272,7 +272,7 @@ def _build(
     ]
     notes += [_unmeasured_note(*key, runs) for key, runs in sorted(unmeasured.items())]
     notes += [
-        PAST_NOTE.format(root=url, as_of=_iso(as_of), scanned=_iso(at))
+        PAST_NOTE.format(root=url, as_of=_iso(as_of))
         for url, at in sorted(scanned_at.items())
         if as_of < at - WHAT_IF_MARGIN
     ]
