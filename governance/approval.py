@@ -384,14 +384,16 @@ def approve(
             return _note(state, "no action in this plan needs approval; nothing recorded")
         if same_identity(actor, facts.created_by) and not facts.rules.allow_self_approval:
             raise ApprovalError(
-                f"{actor} made plan {plan_id} and the policy does not allow self-approval "
+                f"{facts.created_by} made plan {plan_id}{_spelled(actor, facts.created_by)} "
+                "and the policy does not allow self-approval "
                 "(approval.allow_self_approval: false): another identity must approve it"
             )
         if _among(actor, state.approvers):
+            recorded = next(a for a in state.approvers if same_identity(a, actor))
             return _note(
                 state,
-                f"{actor} has already approved this plan; an identity counts once "
-                f"({len(state.approvers)} of {state.needed})",
+                f"{recorded} has already approved this plan{_spelled(actor, recorded)}; an "
+                f"identity counts once ({len(state.approvers)} of {state.needed})",
             )
         if state.applicable:
             return _note(state, f"already approved; {actor}'s approval not recorded")
@@ -510,6 +512,14 @@ def verify_fingerprint(plan: Plan) -> None:
             f"plan {plan.plan_id}: its saved actions do not match its fingerprint "
             f"({actual} != {plan.fingerprint}); the catalog was changed after review"
         )
+
+
+def _spelled(actor: str, recorded: str) -> str:
+    """Where the acting identity is spelled otherwise than the one recorded (`ALICE` for
+    `alice`), a note that they are one: messages name identities as recorded."""
+    if actor == recorded:
+        return ""
+    return f" ({actor} is {recorded}: identities are compared without regard to case)"
 
 
 def _note(state: ApprovalState, reason: str) -> ApprovalState:

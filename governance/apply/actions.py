@@ -35,17 +35,18 @@ from governance.storage.base import KeyResult
 
 
 def outcome_for_check(check: Check) -> ActionOutcome:
-    """The skipped outcome of a check that found a reason not to act."""
+    """The outcome of a check that found a reason not to act: skipped, or failed when
+    the check itself could not be made (a read that failed: retried by a later apply)."""
     action = check.action
     return ActionOutcome(
         action_id=action.id,
         action=action.action.value,
         artifact_uri=action.artifact.uri,
-        outcome=Outcome.SKIPPED,
+        outcome=Outcome.FAILED if check.failed else Outcome.SKIPPED,
         reason=check.skip or "skipped",
         objects=len(action.objects),
         bytes=action.bytes,
-        final=check.final,
+        final=check.final and not check.failed,
     )
 
 
@@ -339,7 +340,7 @@ class ActionRunner:
         n = _objects(len(a.objects))
         resumed = f" ({len(check.already)} by an interrupted apply)" if check.already else ""
         if a.action is ActionType.ABORT_UPLOAD:
-            return f"{len(a.objects)} incomplete upload(s) aborted"
+            return _aborted(len(check.todo), len(check.already))
         if in_place_class(a) is not None:
             return f"{n} now in {a.storage_class}{resumed}"
         mode = self.config.delete_mode
@@ -395,6 +396,15 @@ def _collect(
     for (action_id, key), result in results.items():
         if not result.ok:
             errors.setdefault(action_id, f"{what} of {key} failed: {result.error}")
+
+
+def _aborted(sent: int, gone: int) -> str:
+    """`2 incomplete upload(s) aborted, 1 gone already (aborted since the plan was made)`."""
+    parts = [f"{sent} incomplete upload(s) aborted"] if sent else []
+    if gone:
+        parts.append(f"{gone}{'' if sent else ' incomplete upload(s)'} gone already "
+                     "(aborted or completed since the plan was made)")  # fmt: skip
+    return ", ".join(parts)
 
 
 def _objects(n: int) -> str:

@@ -35,7 +35,7 @@ from governance.apply.actions import (
     outcome_for_check,
 )
 from governance.apply.modes import versioning_enabled
-from governance.apply.preconditions import Check, check_actions
+from governance.apply.preconditions import Check, check_actions, in_place_class
 from governance.apply.stream import IdSet, PlanScan, scan_plan
 from governance.apply.types import (
     RESULTS_KEPT,
@@ -47,7 +47,7 @@ from governance.apply.types import (
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import CatalogError, RefusedError
-from governance.plan.types import PlannedAction, PlanStatus, removes_objects
+from governance.plan.types import ActionType, PlannedAction, PlanStatus, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage.base import KeyResult
 
@@ -58,7 +58,8 @@ CHUNK_ACTIONS = int(os.environ.get("GOVERN_APPLY_CHUNK_ACTIONS", "5000"))
 FIRST_CHUNK_OBJECTS = 1000
 CHECK_AHEAD = 2  # batches whose preconditions are checked while the current ones run
 SWITCH_INTERVAL = float(os.environ.get("GOVERN_SWITCH_INTERVAL") or 0.0005)  # seconds
-Progress = Callable[[int, int], None]
+Progress = Callable[[ExecutionReport, int], None]
+"""Called after each batch with the report so far and the number of actions to do."""
 Removed = Mapping[tuple[int, str], KeyResult]
 Batch = tuple[list[PlannedAction], dict[tuple[int, str], Any], list[Check]]
 
@@ -117,6 +118,7 @@ def apply_plan(
             concurrency,
             protected_tags=dict(header.controls.get("protect_tags") or {}),
             made_at=header.created_at,
+            scans=header.scans,
         ) as checks,
     ):
         # Preconditions are checked only under the plan's lock (a check made before could
@@ -208,9 +210,11 @@ class CheckPipeline:
         depth: int = CHECK_AHEAD,
         protected_tags: Mapping[str, str] | None = None,
         made_at: datetime | None = None,
+        scans: Mapping[str, int] | None = None,
     ) -> None:
         self._engine = engine
         self._made_at = made_at  # objects restored since are not removed again
+        self._scans = dict(scans or {})  # root URL -> the scan the plan was made from
         self._plan_id = plan_id
         self._batches = batches
         self._stores = stores
@@ -263,8 +267,13 @@ class CheckPipeline:
             concurrency=self._concurrency,
             protected_tags=self._protected_tags,
             restored=restored,
+            known=self._known,
         )
         return chunk, pending, checks
+
+    def _known(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these objects the catalog held when the plan was made."""
+        return journal.known_at_plan(self._engine, self._scans, keys)
 
 
 def _execute(
@@ -319,7 +328,7 @@ def _execute(
                 report.add(runner.finish(engine, batch, removing.result()))
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
                 if progress is not None:
-                    progress(report.processed, todo)
+                    progress(report, todo)
                 if delay:
                     time.sleep(delay)  # test hook: lets a test kill an apply halfway
 
@@ -342,7 +351,7 @@ def _execute(
                 finally:
                     if in_flight is not None:
                         finish(*in_flight)
-        status = _execution_status(report)
+        status = _execution_status(scan, report)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
         error = f"{type(exc).__name__}: {exc}"
@@ -400,8 +409,11 @@ def _finish(
         journal.release(engine, plan_id, execution_id)
 
 
-def _execution_status(report: ExecutionReport) -> str:
-    return "partially_applied" if _bad(report) else "applied"
+def _execution_status(scan: PlanScan, report: ExecutionReport) -> str:
+    """applied when the whole plan is done now; else partially_applied: something failed
+    or was stale, or actions are left (destructive ones left out by
+    --only-non-destructive, one skipped for now)."""
+    return "applied" if _plan_status(scan, report) is PlanStatus.APPLIED else "partially_applied"
 
 
 def _bad(report: ExecutionReport) -> bool:
@@ -480,20 +492,39 @@ def _refuse_unsafe_modes(
 
 
 def _would(check: Check, mode: str) -> ActionOutcome:
+    """A dry run's outcome: what a real apply would do, or, for an action an earlier
+    (interrupted) apply already carried out, that it is done."""
     if check.skip is not None:
         return outcome_for_check(check)
     action = check.action
-    how = f" ({mode})" if removes_objects(action) else ""
+    done = f" ({len(check.already)} done already)" if check.already else ""
+    outcome, reason = Outcome.WOULD_APPLY, f"would {action.action.value} {len(check.todo)} objects"
+    if not check.todo:
+        outcome, reason = Outcome.OK, f"done already: {_done_already(check)}; nothing left to do"
+    elif removes_objects(action):
+        reason += f" ({mode}){done}"
+    else:
+        reason += done
     return ActionOutcome(
         action_id=action.id,
         action=action.action.value,
         artifact_uri=action.artifact.uri,
-        outcome=Outcome.WOULD_APPLY,
-        reason=f"would {action.action.value} {len(check.todo)} objects{how}",
+        outcome=outcome,
+        reason=reason,
         objects=len(check.todo) + len(check.already),
         bytes=action.bytes,
-        final=False,
+        final=outcome is Outcome.OK,
     )
+
+
+def _done_already(check: Check) -> str:
+    """What an earlier apply left done of an action whose every object is done."""
+    n, action = len(check.already), check.action
+    if action.action is ActionType.ABORT_UPLOAD:
+        return f"{n} incomplete upload(s) gone (aborted or completed since the plan was made)"
+    if in_place_class(action) is not None:
+        return f"{n} object(s) in {action.storage_class} (copied by an interrupted apply)"
+    return f"{n} object(s) removed by an interrupted apply"
 
 
 def _pending(

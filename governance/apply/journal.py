@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -33,6 +33,7 @@ from governance.catalog.execution_tables import (
     ExecutionRow,
     RemovedObjectRow,
 )
+from governance.catalog.tables import Root, StoredObject
 from governance.errors import RefusedError
 from governance.storage.base import epoch_micros
 
@@ -40,6 +41,8 @@ E = ExecutionRow.__table__  # type: ignore[attr-defined]
 R = ActionResultRow.__table__  # type: ignore[attr-defined]
 O = RemovedObjectRow.__table__  # type: ignore[attr-defined]  # noqa: E741
 L = ApplyLockRow.__table__  # type: ignore[attr-defined]
+ROOTS = Root.__table__  # type: ignore[attr-defined]
+OBJECTS = StoredObject.__table__  # type: ignore[attr-defined]
 
 LOCK_STALE_AFTER = timedelta(minutes=10)
 HEARTBEAT_EVERY = 30.0  # seconds
@@ -403,6 +406,41 @@ def restored_since(
                 )
             )
             found.update((str(r), str(k)) for r, k in rows if (r, k) in wanted)
+    return found
+
+
+def known_at_plan(
+    engine: Engine, scans: Mapping[str, int], keys: Sequence[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Of these (root URL, key) pairs, those the catalog held when the plan's scan of
+    their root ran (`scans`: root URL -> scan id; a root without one: held at any time).
+    Under a folder that a delete removes whole, such an object belongs to another
+    artifact (a Lightning log folder holds the run's checkpoints): it is not new."""
+    if not keys:
+        return set()
+    roots, objects = ROOTS, OBJECTS
+    wanted = set(keys)
+    found: set[tuple[str, str]] = set()
+    with engine.connect() as conn:
+        ids = {
+            str(url): int(i)
+            for i, url in conn.execute(
+                select(roots.c.id, roots.c.url).where(roots.c.url.in_({r for r, _ in wanted}))
+            )
+        }
+        for root, root_id in ids.items():
+            names = sorted(k for r, k in wanted if r == root)
+            scan = scans.get(root)
+            held = [objects.c.root_id == root_id, objects.c.upload_id == ""]
+            if scan is not None:
+                held += [
+                    objects.c.first_scan_id <= scan,
+                    or_(objects.c.gone_scan_id.is_(None), objects.c.gone_scan_id > scan),
+                ]
+            for start in range(0, len(names), _IDS_PER_STATEMENT):
+                part = names[start : start + _IDS_PER_STATEMENT]
+                rows = conn.execute(select(objects.c.key).where(*held, objects.c.key.in_(part)))
+                found.update((root, str(k)) for (k,) in rows)
     return found
 
 

@@ -117,6 +117,19 @@ class ExecutionReport:
     def failed(self) -> int:
         return self.count(Outcome.FAILED)
 
+    def tally(self) -> str:
+        """This run's results in one line, each outcome on its own: `31 ok, 2 skipped (1
+        stale), 0 failed` (a dry run leads with what it would apply; its `ok` are
+        actions an earlier apply already carried out)."""
+        ok = self.count(Outcome.OK)
+        skipped = self.count(Outcome.SKIPPED)
+        stale = f" ({self.stale_count:,} stale)" if self.stale_count else ""
+        parts = [f"{ok:,} ok", f"{skipped:,} skipped{stale}", f"{self.failed:,} failed"]
+        if self.dry_run:
+            parts[0] = f"{ok:,} done already"
+            parts.insert(0, f"{self.count(Outcome.WOULD_APPLY):,} would apply")
+        return ", ".join(parts)
+
     def counts(self) -> dict[str, int]:
         """Results by outcome (only those that occur), plus done_before and not_run."""
         by_outcome = self.outcome_counts

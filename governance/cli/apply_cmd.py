@@ -1,6 +1,7 @@
 """`govern apply` and `govern restore`: thin adapters over `governance.apply`.
 
-Exit codes (spec/cli.md): 0 all done; 1 some action (or object) failed; 2 unknown plan
+Exit codes (spec/cli.md): 0 all done; 1 some action (or object) failed, or could not
+be checked (a read that failed); 2 unknown plan
 or bad arguments; 3 refused (not approved, expired, a what-if plan made as of a future
 time, lock held, permanent without --yes) or, after the rest was applied, some action
 skipped as stale. When actions both failed and were stale, 1 wins.
@@ -27,7 +28,11 @@ from governance.cli.output import (
 from governance.errors import EXIT_FAILED, EXIT_REFUSED, ArgumentError
 
 if TYPE_CHECKING:
-    from governance.apply import ExecutionReport, RestoreReport, StoreOpener
+    from collections.abc import Sequence
+
+    from rich.table import Table
+
+    from governance.apply import ExecutionReport, ExecutionSummary, RestoreReport, StoreOpener
 
 policy_option = click.option(
     "--policy",
@@ -93,14 +98,14 @@ def apply(
 
     Deletes go to quarantine by default (see `govern restore`). Running it again after an
     interruption finishes what is left and repeats nothing that was done. Exit 1 when an
-    action failed; 3 when refused, or when an action was skipped as stale (the rest is
+    action failed (or could not be checked); 3 when refused, or when an action was skipped as stale (the rest is
     applied): plan again.
     """
     from governance.apply import apply_plan
 
-    def progress(done: int, total: int) -> None:
+    def progress(report: ExecutionReport, total: int) -> None:
         if not app.settings.quiet:
-            click.echo(f"apply {plan_id}: {done:,}/{total:,} actions", err=True)
+            click.echo(_progress_line(report, total), err=True)
 
     report = apply_plan(
         app.engine,
@@ -128,6 +133,12 @@ def apply(
         click.echo(_stale_line(report), err=True)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _progress_line(report: ExecutionReport, total: int) -> str:
+    """`apply P: 33 of 33 actions: 31 ok, 2 skipped (2 stale), 0 failed`: what came of
+    the actions so far, never a skipped one counted as done."""
+    return f"apply {report.plan_id}: {report.processed:,} of {total:,} actions: {report.tally()}"
 
 
 def _exit_code(report: ExecutionReport) -> int:
@@ -217,23 +228,31 @@ def _emit_execution_json(app: AppContext, report: ExecutionReport) -> None:
 
 
 def _print_execution(report: ExecutionReport) -> None:
+    """The results, a line of counts, then the plan's executions: fitted to the terminal
+    (`print_fitted`), ids, outcomes, times and statuses never cut."""
     from rich.table import Table
+
+    from governance.report.layout import print_fitted
 
     console = stdout_console()
     title = f"Plan {report.plan_id}: {report.plan_status}"
     if report.dry_run:
         title += " (dry run: nothing changed)"
     table = Table(title=title)
-    for column in ("id", "action", "artifact", "outcome", "reason"):
-        table.add_column(column, overflow="fold")
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("artifact", overflow="fold")
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("reason", overflow="fold")
     for r in report.results:
         table.add_row(str(r.action_id), r.action, r.artifact_uri, r.outcome.value, r.reason)
-    console.print(table)
+    print_fitted(console, table)
     if report.results_omitted:
         console.print(
             f"{report.results_omitted} more result(s) in the journal "
             f"(execution {report.execution_id}); --format json lists them all"
         )
+    console.print(f"{'this dry run' if report.dry_run else 'this run'}: {report.tally()}")
     if report.done_before:
         console.print(f"{len(report.done_before)} action(s) done by earlier executions")
     if report.not_run:
@@ -243,21 +262,46 @@ def _print_execution(report: ExecutionReport) -> None:
     if report.purged:
         console.print(f"{report.purged} quarantined object(s) purged (past quarantine_for)")
     if report.executions:
-        runs = Table(title="Executions")
-        for column in ("id", "actor", "started", "finished", "status", "ok", "skipped", "failed"):
-            runs.add_column(column)
-        for e in report.executions:
-            runs.add_row(
-                str(e.id),
-                e.actor,
-                e.started_at.isoformat(timespec="seconds"),
-                e.finished_at.isoformat(timespec="seconds") if e.finished_at else "-",
-                e.status,
-                str(e.actions_ok),
-                str(e.actions_skipped),
-                str(e.actions_failed),
-            )
-        console.print(runs)
+        print_fitted(console, _executions_table(report.executions))
+
+
+def _executions_table(executions: Sequence[ExecutionSummary]) -> Table:
+    """One line per apply run of the plan: when it started (UTC, to the minute) and how
+    long it took, its status and counts, then who ran it (the one column that folds)."""
+    from rich.table import Table
+
+    runs = Table(title="Executions", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    runs.add_column("id", justify="right", no_wrap=True)
+    runs.add_column("started (UTC)", no_wrap=True)
+    runs.add_column("took", justify="right", no_wrap=True)
+    runs.add_column("status", no_wrap=True)
+    for column in ("ok", "skipped", "failed"):
+        runs.add_column(column, justify="right", no_wrap=True)
+    runs.add_column("actor", overflow="fold")
+    for e in executions:
+        runs.add_row(
+            str(e.id),
+            e.started_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"),
+            _took(e.started_at, e.finished_at),
+            e.status,
+            f"{e.actions_ok:,}",
+            f"{e.actions_skipped:,}",
+            f"{e.actions_failed:,}",
+            e.actor,
+        )
+    return runs
+
+
+def _took(started: datetime, finished: datetime | None) -> str:
+    """`42s`, `3m05s`, `2h07m`; `-` while running (or killed before it could say)."""
+    if finished is None:
+        return "-"
+    seconds = max(0, round((finished - started).total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def _print_restore(report: RestoreReport) -> None:

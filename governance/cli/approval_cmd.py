@@ -191,23 +191,27 @@ def _print_events(found: list[AuditEvent]) -> None:
 
 
 _QUIET_KEYS = frozenset({"fingerprint", "as_of", "policy_path", "policy_sha256", "expires_at"})
+NOTABLE_SHOWN = 20
+"""Results of one apply batch that did not go through listed in its details; the rest
+are counted (every one is in --format json)."""
 
 
-def _details(payload: dict[str, Any], width: int = 120) -> str:
-    """`key=value` for what a person scans for; hashes and paths stay in --format json."""
+def _details(payload: dict[str, Any]) -> str:
+    """`key=value` for what a person scans for; hashes and paths stay in --format json.
+    Never cut: the table folds a long value onto more lines."""
     if isinstance(payload.get("results"), list):
-        return _batch_details(payload, width)
-    parts = [
+        return _batch_details(payload)
+    return " ".join(
         f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
         for k, v in payload.items()
         if k not in _QUIET_KEYS and (v is False or v not in (None, "", [], {}, 0))
-    ]
-    return _cut(" ".join(parts), width)
+    )
 
 
-def _batch_details(payload: dict[str, Any], width: int) -> str:
-    """One apply batch (`action_results`): its counts, then the actions that did not go
-    through with their reasons; the full list of results stays in --format json."""
+def _batch_details(payload: dict[str, Any]) -> str:
+    """One apply batch (`action_results`): its counts, then the first NOTABLE_SHOWN actions
+    that did not go through with their whole reasons, then how many more; the full list
+    of results stays in --format json."""
     results: list[list[Any]] = payload["results"]
     counts = payload.get("counts") or {}
     head = f"execution {payload.get('execution_id', '?')}: {len(results):,} actions"
@@ -218,8 +222,6 @@ def _batch_details(payload: dict[str, Any], width: int) -> str:
         for action_id, outcome, reason, *_ in results
         if outcome != "ok"
     ]
-    return _cut("; ".join([head, *notable]), width)
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    more = len(notable) - NOTABLE_SHOWN
+    tail = [f"and {more:,} more not ok (--format json lists them)"] if more > 0 else []
+    return "; ".join([head, *notable[:NOTABLE_SHOWN], *tail])

@@ -295,3 +295,14 @@ def test_show_tells_the_plans_history_approvals_applies_and_restores(
     # a new plan's report has no history: nothing has happened to it yet
     made = _json(_run(catalog, "plan", "--policy", str(policy), "--format", "json"))
     assert "history" not in made
+
+
+def test_self_approval_names_the_maker_as_recorded(setup: tuple[str, Path, Path]) -> None:
+    """`--as ' ALICE '` is alice: the refusal names the plan's maker as the catalog has
+    it (alice), and says that the spelling typed is the same identity."""
+    catalog, policy, _ = setup
+    plan_id = _plan(catalog, policy)  # made by alice
+    mine = _run(catalog, "approve", plan_id, as_=" ALICE ")
+    assert mine.exit_code == 3, (mine.stdout, mine.stderr)
+    assert f"error: alice made plan {plan_id} (ALICE is alice: " in mine.stderr
+    assert "ALICE made plan" not in mine.stderr

@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import text
 
 from governance.apply import journal
-from governance.apply.preconditions import _changed, _lock_reason
+from governance.apply.preconditions import _changed
+from governance.apply.protection import lock_reason as _lock_reason
 from governance.catalog.engine import open_engine
 from governance.errors import RefusedError
 from governance.plan.types import ObjectRef

@@ -1,11 +1,11 @@
-"""Range listings that answer precondition checks (preconditions._list_run)."""
+"""Range listings that answer precondition checks (ranges.list_run)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from governance.apply.preconditions import _list_run
+from governance.apply.ranges import list_run as _list_run
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 

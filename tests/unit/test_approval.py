@@ -95,10 +95,12 @@ def test_approval_expires_and_marks_the_plan_expired(engine: Engine) -> None:
 
 @pytest.mark.parametrize("me", ["alice", "ALICE", " Alice"])
 def test_self_approval_is_refused_unless_allowed(engine: Engine, me: str) -> None:
-    """Also when the maker's name is typed in another case (`--as ROOT` for `root`)."""
+    """Also when the maker's name is typed in another case (`--as ROOT` for `root`); the
+    message names the maker as recorded, not as the approver typed it."""
     plan = _save(engine)
-    with pytest.raises(ApprovalError, match=rf"{me} made plan .* self-approval"):
+    with pytest.raises(ApprovalError, match=rf"^alice made plan {PID}\b.* self-approval") as err:
         approve(engine, PID, actor=me, comment=None, now=_t(plan, 1))
+    assert (f"({me} is alice: " in str(err.value)) == (me != "alice")
     assert approval_state(engine, PID, _t(plan, 1)).approvers == ()
     assert audit.events(engine, PID) == []
 

@@ -1,0 +1,139 @@
+"""What `govern apply` says on local disk, and that it says it honestly: a file added to a
+folder a delete removes whole makes the delete stale; progress and summary count ok,
+skipped and failed apart; an execution that did only part of the plan says so; its tables
+never cut a time, a status or an id at 80 columns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from governance.cli.main import cli
+from tests.fixtures.builders import lightning_run, local_writer
+from tests.integration.test_apply_local import RUN, build
+from tests.integration.test_apply_support import Setup, govern, policy_text, snapshot
+
+
+def _by_path(report: dict[str, object], storage: Path) -> dict[str, dict[str, object]]:
+    results = report["results"]
+    assert isinstance(results, list)
+    base = storage.as_uri() + "/"
+    return {r["artifact_uri"][len(base) :]: r for r in results}
+
+
+def test_a_file_added_to_a_deleted_folder_since_the_plan_makes_the_delete_stale(
+    tmp_path: Path,
+) -> None:
+    """checkpoint-1000 is deleted whole: NOTES.md written into it after planning would be
+    left behind in a folder that reads as an incomplete checkpoint. The strip of
+    checkpoint-1500 removes only the components it names: a new file beside them changes
+    nothing it does. A scan since the plan (the catalog now lists NOTES.md) changes
+    nothing either: the plan never saw it."""
+    setup, storage = build(tmp_path)
+    doc = setup.plan()
+    deleted, stripped = storage / RUN / "checkpoint-1000", storage / RUN / "checkpoint-1500"
+    (deleted / "NOTES.md").write_text("eval numbers, keep with the checkpoint")
+    (stripped / "NOTES.md").write_text("a note beside a stripped checkpoint")
+    scanned = govern(setup.catalog, "scan", "--policy", str(setup.policy))
+    assert scanned.exit_code == 0, scanned.stderr
+    before = snapshot(deleted)
+
+    applied = setup.apply(doc["plan_id"], code=3)
+    by_path = _by_path(json.loads(applied.stdout), storage)
+    stale = by_path[f"{RUN}checkpoint-1000/"]
+    assert (stale["outcome"], stale["final"]) == ("skipped", False)
+    assert stale["reason"] == (
+        f"stale: new object {RUN}checkpoint-1000/NOTES.md in the artifact since the plan was made"
+    )
+    assert snapshot(deleted) == before  # untouched, NOTES.md and all
+    assert by_path[f"{RUN}checkpoint-1500/"]["outcome"] == "ok"
+    assert sorted(p.name for p in stripped.iterdir()) == sorted(
+        ["NOTES.md", "config.json", "model.safetensors", "trainer_state.json",
+         "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+         "special_tokens_map.json", "training_args.bin"]
+    )  # fmt: skip
+    assert "1 action(s) skipped as stale" in applied.stderr
+    assert setup.status(doc["plan_id"]) == "partially_applied"
+
+
+def test_a_folder_holding_other_artifacts_files_is_not_stale_for_them(tmp_path: Path) -> None:
+    """A Lightning log folder (`lightning_logs/version_0/`, a log artifact) holds the run's
+    checkpoint files, artifacts of their own: the catalog held them when the plan was made,
+    so deleting the log folder's own files is no stale action, and leaves them."""
+    storage = tmp_path / "storage"
+    lightning_run(local_writer(storage), "runs/l/")
+    text = policy_text(str(storage)).replace(
+        "transition: [{after: 1d, storage_class: STANDARD_IA}]", "expire: {after: 1d}"
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text.replace("keep_last: 1", "keep_last: 10"))
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    doc = setup.plan()
+    folder = "runs/l/lightning_logs/version_0/"
+    [log] = [a for a in doc["actions"] if a["artifact"]["uri"].endswith(folder)]
+    assert log["action"] == "delete"
+    report = json.loads(setup.apply(doc["plan_id"]).stdout)
+    assert {r["outcome"] for r in report["results"]} == {"ok"}
+    left = sorted(str(p.relative_to(storage / folder)) for p in (storage / folder).rglob("*.ckpt"))
+    assert len(left) == 4
+
+
+def test_progress_and_the_summary_count_skipped_actions_apart(tmp_path: Path) -> None:
+    setup, storage = build(tmp_path)
+    doc = setup.plan()
+    (storage / RUN / "checkpoint-1000" / "optimizer.pt").write_bytes(b"rewritten")  # stale
+    result = CliRunner().invoke(
+        cli,
+        ["--catalog", setup.catalog, "--as", "alice", "apply", doc["plan_id"],
+         "--policy", str(setup.policy)],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 3, result.stderr
+    n = len(doc["actions"])
+    assert f"apply {doc['plan_id']}: {n} of {n} actions: {n - 1} ok, 1 skipped (1 stale), " in (
+        result.stderr
+    )
+    assert f"{n}/{n} actions" not in result.stderr
+    assert f"this run: {n - 1} ok, 1 skipped (1 stale), 0 failed" in result.stdout
+
+
+def test_only_non_destructive_leaves_an_execution_partially_applied(tmp_path: Path) -> None:
+    """Every action of this plan is destructive: `--only-non-destructive` ran none of them,
+    so its execution is not `applied`; the plan's status stays what it was."""
+    setup, _ = build(tmp_path)
+    doc = setup.plan()
+    assert doc["status"] == "approved"
+    part = json.loads(setup.apply(doc["plan_id"], "--only-non-destructive").stdout)
+    assert len(part["not_run"]) == len(doc["actions"])
+    assert [e["status"] for e in part["executions"]] == ["partially_applied"]
+    assert setup.status(doc["plan_id"]) == "approved"
+    whole = json.loads(setup.apply(doc["plan_id"]).stdout)
+    assert [e["status"] for e in whole["executions"]] == ["partially_applied", "applied"]
+    assert whole["plan_status"] == "applied"
+
+
+def test_apply_tables_never_cut_times_statuses_or_ids_at_80_columns(tmp_path: Path) -> None:
+    setup, storage = build(tmp_path)
+    doc = setup.plan()
+    (storage / RUN / "checkpoint-1000" / "optimizer.pt").write_bytes(b"rewritten")
+    result = CliRunner().invoke(
+        cli,
+        ["--catalog", setup.catalog, "--as", "a-rather-long-operator-name@example.com", "-q",
+         "apply", doc["plan_id"], "--policy", str(setup.policy)],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 3, result.stderr
+    out = result.stdout
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    runs = out[out.index("Executions") :].splitlines()
+    [row] = [line for line in runs if line.strip().startswith("1 ")]
+    assert "partially_applied" in row.split()
+    day, minute = row.split()[1:3]
+    assert (len(day), len(minute)) == (len("2026-12-02"), len("01:05"))
+    flat = "".join(line.strip() for line in runs)
+    assert "a-rather-long-operator-name@example.com" in flat
+    assert doc["plan_id"] in out.splitlines()[0]
