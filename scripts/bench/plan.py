@@ -302,16 +302,19 @@ def _floor(engine: Any, root_id: int, tags: bool) -> int:
 
     gc.disable()  # the least it can cost: no collection at all (the build freezes, see build)
     try:
-        folder, members = "", []
+        # One action per folder, in the order of their URIs, as a plan orders its actions
+        # (the fingerprint then hashes them as they come; out of that order it sorts them
+        # all, which a plan never needs): a run's own files (`COMPLETED`, `latest`) come
+        # before and after its tag folders in key order, so folders are gathered, not cut.
+        folders: dict[str, list[Any]] = {}
         for o in stream_live_objects(engine, root_id, tags=tags):
             key = o.key
             here = key[: key.rfind("/") + 1]
-            if here != folder:
-                if members:
-                    act(folder, members)
-                folder, members = here, []
+            members = folders.get(here)
+            if members is None:
+                members = folders[here] = []
             members.append(o)
-        if members:
+        for folder, members in folders.items():
             act(folder, members)
         fingerprint(actions, [])
     finally:
