@@ -144,7 +144,7 @@ def _skip_restored(check: Check, restored: Collection[tuple[str, str]]) -> None:
     if back:
         more = f" and {len(back) - 1} more" if len(back) > 1 else ""
         check.skip = (
-            f"restored since the plan was made: {back[0]}{more} (govern restore); "
+            f"stale: {back[0]}{more} restored since the plan was made (govern restore); "
             "not removed again, plan again to decide on it"
         )
         check.todo, check.already, check.copied_before = [], [], []

@@ -127,13 +127,14 @@ def test_restored_objects_keep_their_age_and_an_older_plan_does_not_remove_them_
     assert expected.pop(LOG) == ["transition"]  # done, and a restore does not undo it
     assert actions_by(again, base) == expected
 
-    report = json.loads(tree.apply(older["plan_id"], code=None).stdout)
+    report = json.loads(tree.apply(older["plan_id"], code=3).stdout)  # stale: re-plan
     removing = {"delete", "strip"}
     skipped = [r for r in report["results"] if r["action"] in removing]
     assert skipped
     for r in skipped:
         assert r["outcome"] == "skipped", r
-        assert "restored since the plan was made" in r["reason"]
+        assert r["reason"].startswith("stale: ")
+        assert "restored since the plan was made (govern restore)" in r["reason"]
     assert contents(s3_bucket, ".govern-quarantine/") == {}  # nothing quarantined again
     assert f"{RUN}checkpoint-1000/model.safetensors" in live(s3_bucket)
 
