@@ -273,7 +273,7 @@ class CheckPipeline:
 
     def _known(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of these objects the catalog held when the plan was made."""
-        return journal.known_at_plan(self._engine, self._scans, keys)
+        return journal.known_at_plan(self._engine, self._scans, keys, self._made_at)
 
 
 def _execute(

@@ -410,12 +410,20 @@ def restored_since(
 
 
 def known_at_plan(
-    engine: Engine, scans: Mapping[str, int], keys: Sequence[tuple[str, str]]
+    engine: Engine,
+    scans: Mapping[str, int],
+    keys: Sequence[tuple[str, str]],
+    made_at: datetime | None = None,
 ) -> set[tuple[str, str]]:
-    """Of these (root URL, key) pairs, those the catalog held when the plan's scan of
-    their root ran (`scans`: root URL -> scan id; a root without one: held at any time).
-    Under a folder that a delete removes whole, such an object belongs to another
-    artifact (a Lightning log folder holds the run's checkpoints): it is not new."""
+    """Of these (root URL, key) pairs, those the catalog held, as they are, when the
+    plan's scan of their root ran (`scans`: root URL -> scan id). Under a folder that a
+    delete removes whole, such an object belongs to another artifact (a Lightning log
+    folder holds the run's checkpoints): it is not new.
+
+    A row listed again since that scan (written anew, or back after it was gone: the scan
+    rewrites it, `changed_scan_id`) is new, and so is an object `govern restore` brought
+    back at `made_at` or later (a restore revives its row in place): neither was there,
+    as it is, when the plan was made. A root without a scan id: only live rows count."""
     if not keys:
         return set()
     roots, objects = ROOTS, OBJECTS
@@ -435,12 +443,17 @@ def known_at_plan(
             if scan is not None:
                 held += [
                     objects.c.first_scan_id <= scan,
+                    objects.c.changed_scan_id <= scan,
                     or_(objects.c.gone_scan_id.is_(None), objects.c.gone_scan_id > scan),
                 ]
+            else:
+                held.append(objects.c.gone_scan_id.is_(None))
             for start in range(0, len(names), _IDS_PER_STATEMENT):
                 part = names[start : start + _IDS_PER_STATEMENT]
                 rows = conn.execute(select(objects.c.key).where(*held, objects.c.key.in_(part)))
                 found.update((root, str(k)) for (k,) in rows)
+    if made_at is not None and found:
+        found -= restored_since(engine, made_at, sorted(found))
     return found
 
 

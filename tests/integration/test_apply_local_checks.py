@@ -14,7 +14,13 @@ from click.testing import CliRunner
 from governance.cli.main import cli
 from tests.fixtures.builders import lightning_run, local_writer
 from tests.integration.test_apply_local import RUN, build
-from tests.integration.test_apply_support import Setup, govern, policy_text, snapshot
+from tests.integration.test_apply_support import (
+    NO_APPROVAL,
+    Setup,
+    govern,
+    policy_text,
+    snapshot,
+)
 
 
 def _by_path(report: dict[str, object], storage: Path) -> dict[str, dict[str, object]]:
@@ -137,3 +143,63 @@ def test_apply_tables_never_cut_times_statuses_or_ids_at_80_columns(tmp_path: Pa
     flat = "".join(line.strip() for line in runs)
     assert "a-rather-long-operator-name@example.com" in flat
     assert doc["plan_id"] in out.splitlines()[0]
+
+
+def test_files_restored_into_a_folder_since_the_plan_make_its_delete_stale(
+    tmp_path: Path,
+) -> None:
+    """Plan 1 strips checkpoint-1500 (its training state goes to quarantine). Plan 2, made
+    after, deletes checkpoint-1500 whole: it names only the weights and metadata left.
+    Then plan 1 is restored: the training state is back. The catalog revives those rows
+    in place (known, as rows, before plan 2), yet they were not there when plan 2 was
+    made: deleting what plan 2 names would leave the restored state alone in a folder
+    that reads as an incomplete checkpoint. Plan 2's delete is stale."""
+    setup, storage = build(tmp_path)
+    first = setup.plan()
+    assert json.loads(setup.apply(first["plan_id"]).stdout)["plan_status"] == "applied"
+    ckpt = storage / RUN / "checkpoint-1500"
+    assert not (ckpt / "optimizer.pt").exists()
+    # the thin tier goes: checkpoint-1500 is no longer kept, and plan 2 deletes it whole
+    setup.policy.write_text(
+        policy_text(str(storage), extra=NO_APPROVAL + "safety: {max_delete_fraction: 1}\n").replace(
+            "      - name: thin\n        keep_every_steps: 1000\n"
+            "        keep_components: [weights, metadata]\n",
+            "",
+        )
+    )
+    second = setup.plan()
+    [delete] = [
+        a for a in second["actions"] if a["artifact"]["uri"].endswith(f"{RUN}checkpoint-1500/")
+    ]
+    assert delete["action"] == "delete"
+    assert not [o for o in delete["objects"] if o["uri"].endswith("optimizer.pt")]
+
+    restored = json.loads(setup.restore(first["plan_id"]).stdout)
+    assert restored["failed"] == 0
+    assert (ckpt / "optimizer.pt").exists()
+
+    report = json.loads(setup.apply(second["plan_id"], code=3).stdout)
+    result = _by_path(report, storage)[f"{RUN}checkpoint-1500/"]
+    assert result["outcome"] == "skipped"
+    assert str(result["reason"]).startswith("stale: new object")
+    assert (ckpt / "model.safetensors").exists()  # the checkpoint stays whole
+    assert (ckpt / "optimizer.pt").exists()
+
+
+def test_a_file_back_in_a_folder_after_the_plan_makes_its_delete_stale(tmp_path: Path) -> None:
+    """scaler.pt is out of checkpoint-1000 when the plan is made (the scan marks its row
+    gone), back before apply and scanned again (the row revived): it was not there when
+    the plan was made, and the delete, which does not name it, would leave it behind."""
+    setup, storage = build(tmp_path)
+    assert govern(setup.catalog, "scan", "--policy", str(setup.policy)).exit_code == 0
+    ckpt = storage / RUN / "checkpoint-1000"
+    aside = tmp_path / "scaler.pt"
+    (ckpt / "scaler.pt").rename(aside)  # after a first scan saw it: its row is known
+    doc = setup.plan()
+    aside.rename(ckpt / "scaler.pt")
+    assert govern(setup.catalog, "scan", "--policy", str(setup.policy)).exit_code == 0
+    report = json.loads(setup.apply(doc["plan_id"], code=3).stdout)
+    result = _by_path(report, storage)[f"{RUN}checkpoint-1000/"]
+    assert result["outcome"] == "skipped"
+    assert "new object runs/a/checkpoint-1000/scaler.pt" in str(result["reason"])
+    assert (ckpt / "model.safetensors").exists()
