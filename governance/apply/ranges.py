@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,7 +71,11 @@ class Listed:
         """Whether the spans together saw every key under `folder` (keys sort as UTF-8
         bytes do, as str comparison does: those under it lie in [folder, upper))."""
         upper = folder[:-1] + chr(ord(folder[-1]) + 1)
-        spans = sorted((a, b) for p, a, b in self.spans if folder.startswith(p))
+        # (a span that ended the listing, `last` None, sorts after one from the same start)
+        spans = sorted(
+            ((a, b) for p, a, b in self.spans if folder.startswith(p)),
+            key=lambda span: (span[0], span[1] is None, span[1] or ""),
+        )
         edge: str | None = None  # every key from `folder` to `edge` was seen
         for after, last in spans:
             if not (after < folder or (edge is not None and after <= edge)):
@@ -128,8 +132,7 @@ def list_states(
         return found, left, listed
 
     runs = max(1, min(concurrency, len(keys) // LIST_RUN_KEYS))
-    size = -(-len(keys) // runs)
-    parts = [keys[i : i + size] for i in range(0, len(keys), size)]
+    parts = split_runs(keys, runs, Listed(wanted).folder_of)
     found: dict[str, ObjectState] = {}
     rest: list[str] = []
     listed = Listed(wanted)
@@ -141,6 +144,27 @@ def list_states(
     if rest:
         found.update(store.head(rest))
     return found, listed
+
+
+def split_runs(
+    keys: Sequence[str], runs: int, folder_of: Callable[[str], str | None]
+) -> list[Sequence[str]]:
+    """`keys` in `runs` contiguous runs of about equal size, none starting inside a folder
+    that a delete removes whole (`folder_of`) when the run before holds keys of it: a run
+    lists such a folder from its start, so one starting halfway would list the run
+    before's keys, find few of its own there and ask the rest by HEADs, one per key."""
+    size = -(-len(keys) // runs) if keys else 0
+    parts: list[Sequence[str]] = []
+    start = 0
+    while start < len(keys):
+        end = min(start + size, len(keys))
+        folder = folder_of(keys[end]) if end < len(keys) else None
+        if folder is not None and keys[end - 1].startswith(folder):
+            while end < len(keys) and keys[end].startswith(folder):
+                end += 1
+        parts.append(keys[start:end])
+        start = end
+    return parts
 
 
 def list_run(

@@ -13,7 +13,7 @@ import pytest
 from governance.apply import StoreOpener
 from governance.apply.actions import outcome_for_check
 from governance.apply.preconditions import Check, check_actions
-from governance.apply.ranges import Listed, list_run
+from governance.apply.ranges import Listed, list_run, list_states, split_runs
 from governance.apply.types import Outcome
 from governance.errors import AccessDeniedError
 from governance.plan.types import ActionType, ArtifactRef, ObjectRef, PlannedAction
@@ -71,6 +71,9 @@ def test_pages_inside_the_folder_follow_each_other_without_a_jump() -> None:
         ([("", "a", "a/z")], False),  # stopped inside it: later keys unseen
         ([("a/c", "", None)], False),  # listed under a longer prefix than the folder
         ([("a/", "", None)], True),  # the folder's own listing
+        # two listings from the same start, one to the end (`last` None): no TypeError
+        ([("", "a", "a/m"), ("", "a", None)], True),
+        ([("", "a", None), ("", "a", "a/m")], True),
     ],
 )
 def test_covers_needs_spans_that_hold_every_key_of_the_folder(
@@ -161,3 +164,47 @@ def test_a_check_not_made_is_a_failure_and_a_lock_a_final_skip() -> None:
     assert (unread.outcome, unread.final) == (Outcome.FAILED, False)
     locked = outcome_for_check(Check(action).block(("legal hold: x.tmp", True)))
     assert (locked.outcome, locked.final) == (Outcome.SKIPPED, True)
+
+
+class _RangeStore:
+    """An S3 store as `list_states` sees it: a client, a bucket, a prefix; HEADs counted."""
+
+    url = "s3://b/"
+    bucket = "b"
+    prefix = ""
+
+    def __init__(self, client: FakeClient) -> None:
+        self._client = client
+        self.headed: list[str] = []
+
+    def head(self, keys: list[str]) -> dict[str, object]:
+        self.headed += keys
+        return {}
+
+
+def test_a_big_folder_deleted_whole_is_listed_by_one_run_without_heads() -> None:
+    """A sharded step of 3,000 files that a delete removes whole: parallel runs split the
+    keys by count, and one that started inside the folder listed it from its start (the
+    run before's keys), found few of its own and asked 2,000 HEADs. No run starts inside
+    such a folder now: the folder is listed page after page, and seen whole."""
+    big = [f"step-1/shard-{i:04d}" for i in range(3000)]
+    other = [f"step-2/shard-{i:04d}" for i in range(1500)]
+    store = _RangeStore(FakeClient([*big, *other]))
+    found, listed = list_states(store, sorted(big + other), 4, {"step-1/"})  # type: ignore[arg-type]
+    assert len(found) == 4500
+    assert store.headed == []
+    assert listed.covers("step-1/")
+    assert len(store._client.requests) <= 6
+
+
+def test_runs_are_split_at_folder_ends_only_inside_whole_deletes() -> None:
+    keys = ["a/1", "a/2", "d/1", "d/2", "d/3", "d/4", "e/1", "e/2"]
+    folder_of = Listed(frozenset({"d/"})).folder_of
+    assert split_runs(keys, 4, folder_of) == [
+        ["a/1", "a/2"],
+        ["d/1", "d/2", "d/3", "d/4"],
+        ["e/1", "e/2"],
+    ]
+    assert split_runs(keys, 2, folder_of) == [keys[:6], keys[6:]]
+    assert split_runs(keys, 4, Listed().folder_of) == [keys[i : i + 2] for i in range(0, 8, 2)]
+    assert split_runs([], 3, folder_of) == []
