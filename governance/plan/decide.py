@@ -649,20 +649,30 @@ def _guard_newest(
     )
 
 
-def _keep_trackers(decisions: list[Decision], trackers: list[Decision]) -> None:
-    """A tracker file (DeepSpeed's `latest`, Megatron's `latest_checkpointed_iteration.txt`)
-    stays while a checkpoint of its folder stays: their completeness depends on it. A rule
-    that expires a dead run's files deleted it next to a checkpoint a protection kept,
-    which then read as incomplete, residue to the next plan."""
+def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run | None) -> None:
+    """Files that checkpoints or their run depend on stay while one of those checkpoints
+    stays, whatever rule would delete them:
+
+    - a tracker file (DeepSpeed's `latest`, Megatron's `latest_checkpointed_iteration.txt`)
+      while a checkpoint of its folder stays: their completeness depends on it (a dead
+      run's expiry deleted it next to a checkpoint a protection kept, which then read as
+      incomplete, residue to the next plan);
+    - a run's status marker (`COMPLETED`, `FAILED`, ...) while a checkpoint of the run
+      stays: it is the run's status evidence. Without it a completed run reads as
+      abandoned once idle, and a rule for dead runs would expire the checkpoints its tiers
+      keep, its final among them."""
     for t in trackers:
         if not _deletes(t):
             continue
+        marker = t.artifact.layout == "marker"
+        if marker and run is None:
+            continue  # outside any run a marker is evidence of nothing
         folder = parent(t.artifact.key)
         staying = [
             d.artifact
             for d in decisions
             if d.artifact.kind is _CHECKPOINT
-            and parent(d.artifact.key) == folder
+            and (marker or parent(d.artifact.key) == folder)
             and not _deletes(d)
             and not any(a.dest_url is not None for a in d.actions)  # archived elsewhere
         ]
@@ -671,15 +681,20 @@ def _keep_trackers(decisions: list[Decision], trackers: list[Decision]) -> None:
         names = ", ".join(_label(a) for a in staying[:3]) + (
             f" and {len(staying) - 3} more" if len(staying) > 3 else ""
         )
+        name = basename(t.artifact.key)
         instead = t.actions[0].reason
         t.actions = ()
-        t.keep(
-            t.rule,
-            None,
-            _WHOLE,
-            f"kept: checkpoint(s) of its folder stay ({names}) and their completeness depends "
-            f"on {basename(t.artifact.key)}, kept instead of: {instead}",
-        )
+        if marker:
+            why = (
+                f"kept: checkpoint(s) of the run stay ({names}) and {name} is the run's status "
+                f"evidence, kept instead of: {instead}"
+            )
+        else:
+            why = (
+                f"kept: checkpoint(s) of its folder stay ({names}) and their completeness "
+                f"depends on {name}, kept instead of: {instead}"
+            )
+        t.keep(t.rule, None, _WHOLE, why)
 
 
 def _keep_frozen(decisions: list[Decision]) -> None:
@@ -802,7 +817,7 @@ class Decider:
         run_name = run.name if run is not None else None
         decisions: list[Decision] = []
         complete: list[Decision] = []  # the complete checkpoints' decisions, in order
-        trackers: list[Decision] = []  # those of tracker files (see `_keep_trackers`)
+        trackers: list[Decision] = []  # of tracker files and markers (see `_keep_trackers`)
         loose: list[Decision] = []  # those of them no tier rule owns
         tier_members: dict[int, list[Decision]] = {}
         written = ctx.written
@@ -820,7 +835,9 @@ class Decider:
             protected = protector(art, uri, age) if age < min_age or not by_age else None
             d = make(art, ref, age, protected)
             decisions.append(d)
-            if kind is _OTHER and art.key.endswith(_TRACKER_ENDINGS) and _is_tracker(art):
+            if kind is _OTHER and (
+                art.layout == "marker" or (art.key.endswith(_TRACKER_ENDINGS) and _is_tracker(art))
+            ):
                 trackers.append(d)
             if trace:
                 assert isinstance(d, TracedDecision)
@@ -857,7 +874,7 @@ class Decider:
         if ctx.frozen and self.quarantine:
             _keep_frozen(list(dict.fromkeys(ctx.frozen)))
         if trackers:  # after everything that decides whether a checkpoint stays
-            _keep_trackers(decisions, trackers)
+            _keep_trackers(decisions, trackers, run)
         # Every other checkpoint is kept in flight already, and a tier rule keeps or
         # deletes each of its own (the guard only turns a delete into a keep).
         for d in loose:

@@ -865,3 +865,46 @@ rules:
     assert gone.how is KeptHow.WHOLE
     assert gone.reason.startswith("kept whole: 5 object(s) in GLACIER or DEEP_ARCHIVE")
     assert "instead of: checkpoints: step 2000 is not kept by any tier" in gone.reason
+
+
+def _marker(key: str, age_days: float = 60) -> Artifact:
+    return Artifact(key, Kind.OTHER, "marker", [obj(key, 0, age_days)], (Component.METADATA,))
+
+
+OLD_FILES = """
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers: [{name: recent, keep_last: 1}]
+    otherwise: delete
+  - name: old-files
+    select: {kind: other}
+    expire: {after: 30d}
+"""
+
+
+def test_a_runs_status_marker_stays_while_a_checkpoint_of_the_run_stays() -> None:
+    """`old-files` would expire the COMPLETED marker: without it the run reads as abandoned
+    once idle, and a rule for dead runs would expire the checkpoints the tiers keep."""
+    newest = checkpoint(R, 300, age_days=40)
+    older = checkpoint(R, 200, age_days=50)
+    done = _marker(f"{R}COMPLETED")
+    loose = _marker("notes/COMPLETED")  # outside any run: evidence of nothing
+    plan = make_plan([group("a", [older, newest, done]), group(None, [loose])], policy(OLD_FILES))
+    assert kinds(plan, older.key) == ["delete"]
+    assert kinds(plan, done.key) == []
+    kept = kept_for(plan, done.key)
+    assert kept is not None
+    assert kept.rule == "old-files"
+    assert "checkpoint(s) of the run stay (step 300) and COMPLETED is the run's status" in (
+        kept.reason
+    )
+    assert kinds(plan, loose.key) == ["delete"]
+
+
+def test_a_status_marker_goes_with_the_last_checkpoint_of_its_run() -> None:
+    gone = checkpoint(R, 200, age_days=50)
+    failed = _marker(f"{R}FAILED")
+    plan = make_plan([group("a", [gone, failed], RunStatus.FAILED)], policy(EXPIRE_DEAD))
+    assert kinds(plan, gone.key) == ["delete"]
+    assert kinds(plan, failed.key) == ["delete"]
