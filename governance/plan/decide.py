@@ -863,6 +863,7 @@ class Decider:
                 d.keep(d.rule, None, _PROTECTED, f"protected: {d.protected_by}")
             elif owner is None:
                 if skipped and shield is not None:
+                    d.protected_by = shield  # (explain shows it as the protection)
                     d.keep(None, None, _PROTECTED, f"protected: {shield}")
                 else:
                     d.reason = "no rule matches"

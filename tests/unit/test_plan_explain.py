@@ -96,3 +96,15 @@ def test_explain_protected() -> None:
     assert e.decision == "kept (protected)"
     assert e.run is None
     assert e.run_status is None
+
+
+def test_explain_names_the_run_status_protection() -> None:
+    """The example policy protects running runs from expiry (`protect.run_status`): an
+    artifact kept that way says so in `protected_by`, not only in its reason."""
+    log = single(R + "logs/x.log", Kind.LOG, age_days=400, run_key=R)
+    groups = [group("a", [log], RunStatus.RUNNING)]
+    e = explain([snapshot(groups)], example_policy(), AS_OF, ROOT + log.key)
+    assert e.decision == "kept (protected)"
+    assert e.protected_by is not None
+    assert "running" in e.protected_by
+    assert e.reason == f"protected: {e.protected_by}"
