@@ -54,3 +54,18 @@ def test_run_path_is_the_runs_folder_as_the_uri_shows_it() -> None:
     assert run_path(_ref("r1/", 1)) == "r1/"
     outside = ArtifactRef(f"{ROOT}data/x.bin", "dataset", None, None, ROOT)
     assert run_path(outside) is None
+
+
+def test_the_html_run_line_counts_protected_and_in_flight_checkpoints() -> None:
+    """A running run whose six checkpoints are all protected read "0 kept, ..., 0 deleted":
+    the line must account for every checkpoint it counts."""
+    plan = sample_plan()
+    plan.actions = []
+    refs = [_ref("runs/r1/", s) for s in (100, 200, 300)]
+    plan.kept = [
+        KeptArtifact(refs[0], None, None, KeptHow.PROTECTED, "protected: run r1 is running"),
+        KeptArtifact(refs[1], None, None, KeptHow.PROTECTED, "protected: run r1 is running"),
+        KeptArtifact(refs[2], "checkpoints", None, KeptHow.IN_FLIGHT, "in flight"),
+    ]
+    html = render(plan, "html")
+    assert "3 checkpoints: 0 kept, 2 protected, 1 in flight, 0 stripped" in html
