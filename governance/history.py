@@ -15,12 +15,13 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from governance.approval import approval_state
-from governance.catalog.approval_tables import ApprovalRow
+from governance.catalog.approval_tables import ApprovalRow, AuditEventRow
 from governance.catalog.execution_tables import ExecutionRow, RemovedObjectRow
 
 _R = ApprovalRow.__table__  # type: ignore[attr-defined]
 _E = ExecutionRow.__table__  # type: ignore[attr-defined]
 _O = RemovedObjectRow.__table__  # type: ignore[attr-defined]
+_A = AuditEventRow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,16 @@ class ExecutionEntry:
     error: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class RestoreEntry:
+    """One `govern restore` run of the plan: who, when, and how many objects came back."""
+
+    actor: str
+    at: datetime
+    restored: int
+    failed: int
+
+
 @dataclass(slots=True)
 class PlanHistory:
     """A plan's approval state (one line), its decisions and apply runs oldest first, and
@@ -62,6 +73,7 @@ class PlanHistory:
     decisions: list[DecisionEntry] = field(default_factory=list)
     executions: list[ExecutionEntry] = field(default_factory=list)
     removed: dict[str, int] = field(default_factory=dict)
+    restores: list[RestoreEntry] = field(default_factory=list)
 
     def document(self) -> dict[str, object]:
         """As JSON-ready data (times as ISO 8601 UTC)."""
@@ -96,6 +108,10 @@ class PlanHistory:
                 for e in self.executions
             ],
             "removed_objects": dict(self.removed),
+            "restores": [
+                {"actor": r.actor, "at": iso(r.at), "restored": r.restored, "failed": r.failed}
+                for r in self.restores
+            ],
         }
 
     def lines(self) -> list[str]:
@@ -114,6 +130,9 @@ class PlanHistory:
                 f"{_minute(e.started_at)}  {what} #{e.id} by {e.actor}: {e.status} "
                 f"({counts}; deletes {e.delete_mode}){error}"
             )
+        for r in self.restores:
+            failed = f", {r.failed:,} failed" if r.failed else ""
+            out.append(f"{_minute(r.at)}  restore by {r.actor}: {r.restored:,} restored{failed}")
         if self.removed:
             parts = ", ".join(f"{n:,} {state}" for state, n in sorted(self.removed.items()))
             out.append(f"removed objects: {parts}")
@@ -162,4 +181,21 @@ def plan_history(engine: Engine, plan_id: str, fingerprint: str, now: datetime) 
                 .group_by(_O.c.state)
             )
         }
-    return PlanHistory(state.summary(), decisions, executions, removed)
+        restores: dict[tuple[datetime, str], list[int]] = {}
+        for at, actor, payload in conn.execute(
+            select(_A.c.at, _A.c.actor, _A.c.payload)
+            .where(_A.c.plan_id == plan_id, _A.c.event == "restore")
+            .order_by(_A.c.id)
+        ):
+            # one event per artifact of a restore batch: a run of `govern restore` shares
+            # its actor and time
+            counts = restores.setdefault((at, actor), [0, 0])
+            counts[0] += int((payload or {}).get("restored") or 0)
+            counts[1] += int((payload or {}).get("failed") or 0)
+    return PlanHistory(
+        state.summary(),
+        decisions,
+        executions,
+        removed,
+        [RestoreEntry(actor, at, ok, bad) for (at, actor), (ok, bad) in restores.items()],
+    )

@@ -280,12 +280,16 @@ def test_show_tells_the_plans_history_approvals_applies_and_restores(
     assert restored.exit_code == 0, restored.stderr
     history = _json(_run(catalog, "show", plan_id, "--format", "json"))["history"]
     assert history["removed_objects"] == {"restored": removed["removed"]}
+    [back] = history["restores"]  # who brought them back, and when
+    assert (back["actor"], back["restored"], back["failed"]) == ("alice", removed["removed"], 0)
+    assert back["at"] >= run["started_at"]
 
     table = _run(catalog, "show", plan_id)
     assert table.exit_code == 0
     assert "approved by bob: checked it" in table.stdout
     assert f"apply #{run['id']} by alice: applied" in table.stdout
     assert f"removed objects: {removed['removed']:,} restored" in table.stdout
+    assert f"restore by alice: {removed['removed']:,} restored" in table.stdout
     md = _run(catalog, "show", plan_id, "--format", "md")
     assert "## History" in md.stdout
     assert "approved by bob: checked it" in md.stdout
