@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +14,9 @@ from governance.cli.output import emit_json_array, format_option, stdout_console
 from governance.errors import ArgumentError
 from governance.report.layout import print_fitted
 from governance.storage import normalize_url
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 TABLE_LIMIT = 2000
 
@@ -42,8 +47,6 @@ def ls() -> None:
 @pass_app
 def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: str) -> None:
     """Objects in the catalog."""
-    from rich.text import Text
-
     from governance.catalog.queries import iter_object_rows
 
     url = _known_root(app, root_url)
@@ -51,34 +54,49 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
     if fmt == "json":
         emit_json_array(rows)
         return
+    console = stdout_console()
+    table, more = _objects_table(rows, wide=console.width >= NARROW)
+    print_fitted(console, table)
+    if more:
+        console.print(f"... and {more:,} more (use --format json for all)")
+
+
+def _objects_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table, int]:
+    """The first TABLE_LIMIT objects, and how many more there are. Below NARROW columns
+    each object's storage class and ETag go under its URL: five columns side by side in
+    80 fold the URL and the ETag into a few letters a line each."""
     from rich.table import Table
+    from rich.text import Text
 
     from governance.policy.units import format_bytes
 
     table = Table()
-    table.add_column("uri", overflow="fold", min_width=24)
+    table.add_column(
+        "uri" if wide else "uri, then its storage class and etag", overflow="fold", min_width=16
+    )
     table.add_column("size", justify="right", no_wrap=True)
     table.add_column("last modified", min_width=10)  # the time goes under the date
-    table.add_column("class", overflow="fold")
-    table.add_column("etag", overflow="fold")
-    shown = 0
-    more = 0
+    if wide:
+        table.add_column("class", overflow="fold")
+        table.add_column("etag", overflow="fold")
+    shown = more = 0
     for row in rows:
         if shown >= TABLE_LIMIT:
             more += 1
             continue
-        table.add_row(
-            Text(row["uri"]),
-            format_bytes(row["size"]),
-            row["last_modified"].strftime("%Y-%m-%d %H:%M"),
-            Text(row["storage_class"] or "-"),
-            Text(row["etag"] or "-"),
-        )
         shown += 1
-    console = stdout_console()
-    print_fitted(console, table)
-    if more:
-        console.print(f"... and {more:,} more (use --format json for all)")
+        numbers = (format_bytes(row["size"]), row["last_modified"].strftime("%Y-%m-%d %H:%M"))
+        cls, etag = row["storage_class"], row["etag"]
+        if wide:
+            table.add_row(Text(row["uri"]), *numbers, Text(cls or "-"), Text(etag or "-"))
+            continue
+        cell = Text(row["uri"])
+        under = [f"class {cls}"] if cls else []
+        under += [f"etag {etag}"] if etag else []
+        if under:
+            cell.append("\n" + "; ".join(under), style="dim")
+        table.add_row(cell, *numbers)
+    return table, more
 
 
 @ls.command("runs")
@@ -86,21 +104,72 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
 @format_option("table", "json")
 @pass_app
 def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
-    """Runs: status and the evidence for it, sizes, checkpoints."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from governance.catalog.queries import iter_run_rows
-    from governance.policy.units import format_bytes
-
+    """Runs: status and the evidence for it, sizes, checkpoints (complete, in flight)."""
     url = _known_root(app, root_url)
     ensure_classified(app.engine, datetime.now(UTC), url)
-    rows = iter_run_rows(app.engine, url)
+    rows = _run_rows(app, url)
     if fmt == "json":
         emit_json_array(rows)
         return
     console = stdout_console()
-    wide = console.width >= NARROW
+    table, in_flight = _runs_table(rows, wide=console.width >= NARROW)
+    print_fitted(console, table)
+    if in_flight:
+        console.print(IN_FLIGHT_NOTE, style="dim")
+
+
+IN_FLIGHT_NOTE = (
+    "checkpoints: complete ones; +N: incomplete ones still inside the grace period (in "
+    "flight); older incomplete ones are residue (govern ls artifacts --kind residue)"
+)
+
+
+def _run_rows(app: AppContext, root_url: str | None) -> Iterator[dict[str, Any]]:
+    """The catalog's run rows with `checkpoints` the complete ones and `in_flight` the
+    incomplete ones inside the grace period: the catalog counts both as checkpoints, a
+    mix that read as "7 checkpoints" for a run with 6 to resume from."""
+    from governance.catalog.queries import iter_run_rows
+
+    flying = _in_flight_by_run(app, root_url)
+    for row in iter_run_rows(app.engine, root_url):
+        in_flight = flying.get(row["uri"], 0)
+        out: dict[str, Any] = {}
+        for key, value in row.items():  # `in_flight` right after `checkpoints`
+            out[key] = value - in_flight if key == "checkpoints" else value
+            if key == "checkpoints":
+                out["in_flight"] = in_flight
+        yield out
+
+
+def _in_flight_by_run(app: AppContext, root_url: str | None) -> dict[str, int]:
+    """Run URI -> its incomplete checkpoints (in flight: past the grace period an
+    incomplete checkpoint is classified residue instead), in one grouped query."""
+    from sqlalchemy import func, select
+
+    from governance.catalog.tables import ArtifactRow, Root
+
+    a = ArtifactRow.__table__.c  # type: ignore[attr-defined]
+    r = Root.__table__.c  # type: ignore[attr-defined]
+    stmt = (
+        select(r.url, a.run_key, func.count())
+        .join_from(ArtifactRow, Root, a.root_id == r.id)
+        .where(a.kind == "checkpoint", a.complete.is_(False), a.run_key.is_not(None))
+        .group_by(r.url, a.run_key)
+    )
+    if root_url is not None:
+        stmt = stmt.where(r.url == root_url)
+    with app.engine.connect() as conn:
+        return {url + key: n for url, key, n in conn.execute(stmt)}
+
+
+def _runs_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table, bool]:
+    """The runs, and whether any has a checkpoint in flight (shown as `+N` after the
+    complete ones, which the note under the table explains)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from governance.policy.units import format_bytes
+
     table = Table()
     table.add_column("run" if wide else "run, then why and its attributes", overflow="fold")
     table.add_column("status", no_wrap=True)
@@ -111,10 +180,15 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     table.add_column("last write", min_width=10)  # the time goes under the date
     if wide:
         table.add_column("attributes", overflow="fold")
+    any_in_flight = False
     for row in rows:
         attrs = ", ".join(f"{k}={v}" for k, v in sorted(row["attributes"].items()))
+        checkpoints = str(row["checkpoints"])
+        if row["in_flight"]:
+            checkpoints += f" +{row['in_flight']}"
+            any_in_flight = True
         numbers = (
-            str(row["checkpoints"]),
+            checkpoints,
             format_bytes(row["bytes"]),
             row["last_write"].strftime("%Y-%m-%d %H:%M"),
         )
@@ -132,7 +206,7 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
         if attrs:
             cell.append(f"\n{attrs}", style="dim")
         table.add_row(cell, row["status"], *numbers)
-    print_fitted(console, table)
+    return table, any_in_flight
 
 
 NARROW = 120

@@ -18,6 +18,7 @@ import click
 
 from governance import __version__
 from governance.cli.context import AppContext
+from governance.cli.output import guard_std_streams
 from governance.errors import CatalogError, GovernanceError, PolicyError
 from governance.settings import build_settings
 
@@ -122,7 +123,10 @@ def report_error(exc: GovernanceError) -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point."""
+    """Console entry point. A reader that goes early (`govern ... | head -1`) silences
+    stdout (or stderr) for the rest of the command: no traceback, no message, and the
+    command's own exit code (0 unless it failed or refused), as `ls` always had."""
+    guard_std_streams()
     return cli.main(args=argv, prog_name="govern")
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
-from rich.console import Console
+
+if TYPE_CHECKING:  # rich loads with the first table: `govern --help` stays fast
+    from rich.console import Console
 
 FORMATS_BASIC = ("table", "json")
 
@@ -40,11 +44,14 @@ def emit_json(doc: Any) -> None:
 
 
 def emit_json_array(rows: Iterable[dict[str, Any]]) -> None:
-    """Stream a JSON array one element at a time, so memory stays flat for huge listings."""
+    """Stream a JSON array one element at a time, so memory stays flat for huge listings;
+    it stops reading rows once nobody reads stdout (`| head`)."""
     out = sys.stdout
     out.write("[")
     first = True
     for row in rows:
+        if reader_gone(out):
+            return
         out.write("\n  " if first else ",\n  ")
         out.write(json.dumps(row, default=_default, ensure_ascii=False))
         first = False
@@ -53,8 +60,73 @@ def emit_json_array(rows: Iterable[dict[str, Any]]) -> None:
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     return Console(soft_wrap=False)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and the noun in the number it takes: "1 root", "2 roots", "1,234 objects"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+class ReaderSafeStream:
+    """A text stream (stdout, stderr) that falls silent once its reader is gone.
+
+    `govern ... | head -1` closes the pipe early. Without this the next write raises
+    BrokenPipeError part-way through the command: click turns it into exit 1, the rest of
+    the command (a report for `--out`, the exit 3 of a refused plan) never happens, and
+    Python may print "Exception ignored ... BrokenPipeError" as it flushes at exit. Here
+    the first broken write points the file descriptor at /dev/null (so no later flush
+    can fail, the Python docs' "Note on SIGPIPE") and every later write is dropped: the
+    command writes nothing more, says nothing about it, and exits with its own code.
+    Anything else (`isatty`, `encoding`, `fileno`) is the wrapped stream's.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def _silence(self) -> None:
+        self.reader_gone = True
+        with contextlib.suppress(OSError, ValueError):  # no descriptor: nothing to flush
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_std_streams() -> None:
+    """Make stdout and stderr fall silent when their reader goes (see ReaderSafeStream)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, ReaderSafeStream):
+            setattr(sys, name, ReaderSafeStream(stream))
+
+
+def reader_gone(stream: object) -> bool:
+    """Whether nobody reads `stream` any more: a writer of a long stream may stop early."""
+    return bool(getattr(stream, "reader_gone", False))

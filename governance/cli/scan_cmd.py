@@ -5,18 +5,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import emit_json, format_option, stderr_console, stdout_console
+from governance.cli.output import (
+    counted,
+    emit_json,
+    format_option,
+    stderr_console,
+    stdout_console,
+)
 from governance.errors import GovernanceError
 from governance.scan.listing import start_root
 from governance.scan.targets import resolve_roots
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from governance.scan.runner import Progress as ProgressFn
     from governance.scan.runner import ScanSummary
 
@@ -28,25 +36,33 @@ def progress_for(app: AppContext, label: str) -> Iterator[ProgressFn | None]:
     if app.settings.quiet or not console.is_terminal:
         yield None
         return
-    from governance.policy.units import format_bytes
-
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(bar_width=None),
-        TextColumn("{task.fields[objects]:,} objects"),
+        TextColumn("{task.fields[listed]}"),
         TextColumn("{task.fields[size]}"),
         TextColumn("{task.fields[rate]:,.0f} obj/s"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task(label, total=None, objects=0, size="0 B", rate=0.0)
+        task = bar.add_task(label, total=None, **progress_fields(0, 0, 1.0))
 
         def update(objects: int, size: int) -> None:
-            elapsed = bar.tasks[task].elapsed or 1e-9
-            bar.update(task, objects=objects, size=format_bytes(size), rate=objects / elapsed)
+            bar.update(task, **progress_fields(objects, size, bar.tasks[task].elapsed or 1e-9))
 
         yield update
+
+
+def progress_fields(objects: int, size: int, elapsed: float) -> dict[str, Any]:
+    """The progress line's fields: "1 object", not "1 objects", when one is listed."""
+    from governance.policy.units import format_bytes
+
+    return {
+        "listed": counted(objects, "object"),
+        "size": format_bytes(size),
+        "rate": objects / elapsed,
+    }
 
 
 @click.command()
@@ -105,16 +121,34 @@ def scan(
 
 
 def _print_table(summaries: list[ScanSummary]) -> None:
+    """The scans as a table that fits the terminal: a root URL folds onto more lines, the
+    numbers are never cut; when the boxed table cannot fit, the borders go, then the line
+    runs long (`print_fitted`)."""
+    from governance.report.layout import fit_table, print_fitted
+
+    console = stdout_console()
+    table = _scan_table(summaries, boxed=True)
+    if fit_table(table, console.width, console) > console.width:
+        table = _scan_table(summaries, boxed=False)
+    print_fitted(console, table)
+
+
+def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     from governance.policy.units import format_bytes
 
-    table = Table(title="scan")
-    for col in ("root", "objects", "bytes", "new", "changed", "gone", "seconds"):
-        table.add_column(col, justify="left" if col == "root" else "right")
+    if boxed:
+        table = Table(title="scan")
+    else:  # as `govern plans` does when narrow: a gap of one instead of rules and padding
+        table = Table(title="scan", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("root", overflow="fold")
+    for col in ("objects", "bytes", "new", "changed", "gone", "seconds"):
+        table.add_column(col, justify="right", no_wrap=True)
     for s in summaries:
         table.add_row(
-            s.root,
+            Text(s.root),
             f"{s.objects:,}",
             format_bytes(s.bytes),
             f"{s.new:,}",
@@ -122,4 +156,4 @@ def _print_table(summaries: list[ScanSummary]) -> None:
             f"{s.gone:,}",
             f"{s.seconds:.2f}",
         )
-    stdout_console().print(table)
+    return table
