@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
+from governance.cli.output import counted, emit_json, emit_json_array, format_option, stdout_console
 from governance.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def audit(app: AppContext, plan_id: str | None, verify: bool, fmt: str) -> None:
         if fmt == "json":
             emit_json({"ok": result.ok, "checked": result.checked, "problems": result.problems})
         elif result.ok:
-            click.echo(f"audit chain OK: {result.checked:,} events")
+            click.echo(f"audit chain OK: {counted(result.checked, 'event')}")
         else:
             click.echo(f"audit chain BROKEN ({result.checked:,} events checked):")
             for problem in result.problems:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
+from governance.cli.output import counted, emit_json, emit_json_array, format_option, stdout_console
 from governance.errors import EXIT_REFUSED, GovernanceError
 from governance.report import PLAN_FORMATS, format_for_path
 
@@ -113,7 +113,9 @@ def plan(
         _check_writable(out_path)  # before anything is scanned or saved
     stores = None if no_scan else _scan(app, policy)
     made = make_plan(app.engine, policy, as_of, actor=app.settings.identity, stores=stores)
-    _info(app, f"saved plan {made.plan_id} ({made.status}): {made.summary.actions:,} actions")
+    _info(
+        app, f"saved plan {made.plan_id} ({made.status}): {counted(made.summary.actions, 'action')}"
+    )
     _print_plan(made, fmt)
     if out_path is not None and out_fmt is not None:
         _write_report(made, out_fmt, out_path)
@@ -133,7 +135,7 @@ def _scan(app: AppContext, policy: Policy) -> dict[str, Store]:
     for result in scan_roots(app, policy, (), progress_for=None):
         if isinstance(result, GovernanceError):
             raise result
-        _info(app, f"scanned {result.root}: {result.objects:,} objects")
+        _info(app, f"scanned {result.root}: {counted(result.objects, 'object')}")
     # Open stores so that classification can read (and cache) small metadata files.
     return {spec.url: spec.open(app.settings.concurrency) for spec in resolve_roots(policy, ())}
 

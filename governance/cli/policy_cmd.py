@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from governance.cli.output import emit_json, format_option
+from governance.cli.output import counted, emit_json, format_option
 from governance.errors import PolicyError
 from governance.policy import load_policy
 
@@ -40,4 +40,6 @@ def validate(path: str, fmt: str) -> None:
         }
         emit_json(doc)
         return
-    click.echo(f"policy OK: {len(loaded.rules)} rules, {len(loaded.storage)} roots")
+    click.echo(
+        f"policy OK: {counted(len(loaded.rules), 'rule')}, {counted(len(loaded.storage), 'root')}"
+    )
