@@ -114,6 +114,35 @@ def _follows(a: PlannedAction, b: PlannedAction) -> bool:
     return _action_sort_key(a) <= _action_sort_key(b)
 
 
+def _name_runs_apart(
+    actions: list[PlannedAction],
+    kept: list[KeptArtifact],
+    run_keys: dict[tuple[str, str], set[str]],
+) -> None:
+    """Where runs of one root share a name (`runs/{run}-seed{seed}/`, or one name under
+    two teams), each artifact of theirs names its run by the run's folder instead
+    (`runs/r1-seed2`): every report groups by run, and merged under one name a reviewer
+    saw one run lose steps another kept. Runs with a name of their own keep it."""
+    clashing = {
+        name: sorted(keys, key=len, reverse=True)  # the deepest run holding a key wins
+        for name, keys in run_keys.items()
+        if len(keys) > 1
+    }
+    if not clashing:
+        return
+    for ref in chain((a.artifact for a in actions), (k.artifact for k in kept)):
+        if ref.run is None:
+            continue
+        keys = clashing.get((ref.root_url, ref.run))
+        if keys is None:
+            continue
+        where = ref.uri[len(ref.root_url) :]
+        for key in keys:
+            if where.startswith(key):
+                ref.run = key.rstrip("/") or ref.run  # (a run at the root keeps its name)
+                break
+
+
 def _unmeasured_note(root: str, rule: str, tier: str, metric: str, runs: list[Unmeasured]) -> str:
     """One note per root, rule, tier and metric: how many runs report no such metric, with
     the first of them and what it reports instead (often the same metric's other name)."""
@@ -217,6 +246,7 @@ def _build(
     kept: list[KeptArtifact] = []
     scans: dict[str, int] = {}
     scanned_at: dict[str, datetime] = {}
+    run_keys: dict[tuple[str, str], set[str]] = {}  # (root, run name) -> the runs' keys
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
     not_applicable: Counter[tuple[str, str, str]] = Counter()
@@ -234,6 +264,8 @@ def _build(
         decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
         for group in root.groups:
             live += _tally_classes(group, class_bytes)
+            if group.run is not None:
+                run_keys.setdefault((root.url, group.run.name), set()).add(group.run.key)
             result = decider.decide(group)
             start, kept_start = len(actions), len(kept)
             for d in result.decisions:
@@ -259,6 +291,7 @@ def _build(
             settle()
         deleted[root.url] = removed
         totals[root.url] = live if root.total_bytes is None else root.total_bytes
+    _name_runs_apart(actions, kept, run_keys)
     if not in_order:
         actions.sort(key=_action_sort_key)
         for i, a in enumerate(actions, start=1):

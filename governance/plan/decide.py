@@ -650,32 +650,34 @@ def _guard_newest(
 
 
 def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run | None) -> None:
-    """Files that checkpoints or their run depend on stay while one of those checkpoints
+    """Files that checkpoints or their run depend on stay while what depends on them
     stays, whatever rule would delete them:
 
     - a tracker file (DeepSpeed's `latest`, Megatron's `latest_checkpointed_iteration.txt`)
       while a checkpoint of its folder stays: their completeness depends on it (a dead
       run's expiry deleted it next to a checkpoint a protection kept, which then read as
       incomplete, residue to the next plan);
-    - a run's status marker (`COMPLETED`, `FAILED`, ...) while a checkpoint of the run
-      stays: it is the run's status evidence. Without it a completed run reads as
-      abandoned once idle, and a rule for dead runs would expire the checkpoints its tiers
-      keep, its final among them."""
+    - a run's status marker (`COMPLETED`, `FAILED`, ... in the run's own folder) while an
+      artifact of the run (not residue) stays: it is the run's status evidence. Without it
+      a completed run reads as abandoned once idle, a rule for dead runs would expire the
+      checkpoints its tiers keep, its final among them, and rules selecting `run_status`
+      would stop matching what is left."""
     for t in trackers:
         if not _deletes(t):
             continue
         marker = t.artifact.layout == "marker"
-        if marker and run is None:
-            continue  # outside any run a marker is evidence of nothing
         folder = parent(t.artifact.key)
-        staying = [
-            d.artifact
-            for d in decisions
-            if d.artifact.kind is _CHECKPOINT
-            and (marker or parent(d.artifact.key) == folder)
-            and not _deletes(d)
-            and not any(a.dest_url is not None for a in d.actions)  # archived elsewhere
-        ]
+        if marker:
+            # only a marker in the run's own folder is its status evidence (runs.py)
+            if run is None or folder != run.key:
+                continue
+            staying = [d.artifact for d in decisions if _stays_with_marker(d)]
+        else:
+            staying = [
+                d.artifact
+                for d in decisions
+                if d.artifact.kind is _CHECKPOINT and parent(d.artifact.key) == folder and _stays(d)
+            ]
         if not staying:
             continue
         names = ", ".join(_label(a) for a in staying[:3]) + (
@@ -686,7 +688,7 @@ def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run
         t.actions = ()
         if marker:
             why = (
-                f"kept: checkpoint(s) of the run stay ({names}) and {name} is the run's status "
+                f"kept: artifacts of the run stay ({names}) and {name} is the run's status "
                 f"evidence, kept instead of: {instead}"
             )
         else:
@@ -695,6 +697,18 @@ def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run
                 f"depends on {name}, kept instead of: {instead}"
             )
         t.keep(t.rule, None, _WHOLE, why)
+
+
+def _stays(d: Decision) -> bool:
+    """Whether the artifact stays where it is: not deleted, not archived elsewhere."""
+    return not _deletes(d) and not any(a.dest_url is not None for a in d.actions)
+
+
+def _stays_with_marker(d: Decision) -> bool:
+    """An artifact of the run that stays and reads its status: anything but residue and
+    the markers themselves (rules select by `run_status`, tiers keep a run's final)."""
+    art = d.artifact
+    return art.layout != "marker" and art.kind is not Kind.RESIDUE and _stays(d)
 
 
 def _keep_frozen(decisions: list[Decision]) -> None:

@@ -152,38 +152,10 @@ class RunTotals:
     bytes_transitioned: int = 0
     bytes_archived: int = 0
     kept: int = 0
-    path: str | None = None  # the run's folder under its root (see `run_path`)
 
     @property
     def label(self) -> str:
         return self.run if self.run is not None else "(outside runs)"
-
-
-def run_path(ref: ArtifactRef) -> str | None:
-    """The folder of the artifact's run under its root, as its URI shows it (the run's
-    name is its last segment: `teamb/proj/runs/r1/`); None outside any run. Two runs may
-    share a name (`{team}/{project}/runs/{run}/` under two teams): reports tell them apart
-    by this."""
-    run = ref.run
-    if run is None:
-        return None
-    key = ref.uri[len(ref.root_url) :]
-    marker = run + "/"
-    if key.startswith(marker):
-        return marker
-    i = key.find("/" + marker)
-    return key[: i + len(marker) + 1] if i != -1 else marker
-
-
-def _named(items: Iterable[Any]) -> None:
-    """Where two runs of one root share a name, name each by its folder instead."""
-    seen: dict[tuple[str, str | None], int] = {}
-    listed = list(items)
-    for t in listed:
-        seen[(t.root_url, t.run)] = seen.get((t.root_url, t.run), 0) + 1
-    for t in listed:
-        if t.run is not None and seen[(t.root_url, t.run)] > 1 and t.path:
-            t.run = t.path.rstrip("/")
 
 
 def by_run(plan: Plan) -> list[RunTotals]:
@@ -191,12 +163,10 @@ def by_run(plan: Plan) -> list[RunTotals]:
     runs: dict[tuple[str, str | None], RunTotals] = {}
 
     def get(ref: ArtifactRef) -> RunTotals:
-        path = run_path(ref)
-        key = (ref.root_url, path)
-        found = runs.get(key)
-        if found is None:
-            found = runs[key] = RunTotals(ref.root_url, ref.run, path=path)
-        return found
+        key = (ref.root_url, ref.run)
+        if key not in runs:
+            runs[key] = RunTotals(ref.root_url, ref.run)
+        return runs[key]
 
     for a in plan.actions:
         t = get(a.artifact)
@@ -205,7 +175,6 @@ def by_run(plan: Plan) -> list[RunTotals]:
         add_bytes(t, a)
     for k in plan.kept:
         get(k.artifact).kept += 1
-    _named(runs.values())
     return sorted(
         runs.values(), key=lambda t: (-t.bytes_deleted, t.root_url, t.run is None, t.run or "")
     )
@@ -247,7 +216,6 @@ class TimelineRow:
     root_url: str
     run: str
     cells: list[Cell]
-    path: str = ""  # the run's folder under its root (see `run_path`)
 
     def count(self, state: str) -> int:
         return sum(1 for c in self.cells if c.state == state)
@@ -256,17 +224,17 @@ class TimelineRow:
 def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[TimelineRow]:
     """Per run, its checkpoints in step order with the state each ends in after the plan."""
     wanted = set(kinds)
-    found: dict[tuple[str, str, str], dict[str, Cell]] = {}
+    found: dict[tuple[str, str], dict[str, Cell]] = {}
     # A plan lists an artifact's actions together and a run's artifacts together: the
     # run's cells are looked up once per run, not once per action (there may be millions).
-    run_key: tuple[str, str, str] | None = None
+    run_key: tuple[str, str] | None = None
     cells: dict[str, Cell] = {}
     action_state = _ACTION_STATE
     kept_state = _KEPT_STATE
 
     def cell(ref: ArtifactRef) -> Cell:
         nonlocal run_key, cells
-        key = (ref.root_url, ref.run or "", run_path(ref) or "")
+        key = (ref.root_url, ref.run or "")
         if key != run_key:
             run_key = key
             cells = found.setdefault(key, {})
@@ -286,15 +254,14 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
             _add_state(cell(ref), kept_state[k.how], f"kept ({k.how}): {k.reason}")
     rows = []
     order = STATES.index
-    for (root, run, path), run_cells in sorted(found.items()):
+    for (root, run), run_cells in sorted(found.items()):
         ordered = sorted(run_cells.values(), key=_step_order)
         for c in ordered:
             states = c.states
             c.state = (
                 (states[0] if len(states) == 1 else min(states, key=order)) if states else "kept"
             )
-        rows.append(TimelineRow(root, run, ordered, path))
-    _named(rows)
+        rows.append(TimelineRow(root, run, ordered))
     return rows
 
 

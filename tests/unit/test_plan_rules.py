@@ -896,9 +896,7 @@ def test_a_runs_status_marker_stays_while_a_checkpoint_of_the_run_stays() -> Non
     kept = kept_for(plan, done.key)
     assert kept is not None
     assert kept.rule == "old-files"
-    assert "checkpoint(s) of the run stay (step 300) and COMPLETED is the run's status" in (
-        kept.reason
-    )
+    assert "artifacts of the run stay (step 300) and COMPLETED is the run's status" in (kept.reason)
     assert kinds(plan, loose.key) == ["delete"]
 
 
@@ -908,3 +906,26 @@ def test_a_status_marker_goes_with_the_last_checkpoint_of_its_run() -> None:
     plan = make_plan([group("a", [gone, failed], RunStatus.FAILED)], policy(EXPIRE_DEAD))
     assert kinds(plan, gone.key) == ["delete"]
     assert kinds(plan, failed.key) == ["delete"]
+
+
+def test_only_a_marker_in_the_runs_own_folder_is_kept_and_while_anything_of_it_stays() -> None:
+    """Run status reads markers in the run's own folder only: `eval/FAILED` is an ordinary
+    file. And a run's marker stays while any artifact of the run stays (logs a rule keeps
+    select by run_status too), not only its checkpoints."""
+    nested = _marker(f"{R}eval/FAILED")
+    done = _marker(f"{R}COMPLETED")
+    log = single(f"{R}logs/train.log", Kind.LOG, age_days=10, run_key=R)
+    body = (
+        OLD_FILES
+        + """
+  - name: logs
+    select: {kind: log}
+    expire: {after: 365d}
+"""
+    )
+    plan = make_plan([group("a", [done, nested, log])], policy(body))
+    assert kinds(plan, nested.key) == ["delete"]
+    assert kinds(plan, done.key) == []
+    kept = kept_for(plan, done.key)
+    assert kept is not None
+    assert f"artifacts of the run stay ({R}logs/train.log)" in kept.reason

@@ -1,59 +1,56 @@
-"""Reports group a plan by run: two runs of one name under different folders are two runs."""
+"""Runs of one name in different folders stay apart in a plan and in its reports."""
 
 from __future__ import annotations
 
-from governance.plan.types import (
-    ActionType,
-    ArtifactRef,
-    KeptArtifact,
-    KeptHow,
-    ObjectRef,
-    PlannedAction,
-)
+from governance.model.types import Artifact, RunStatus
+from governance.plan.types import ArtifactRef, KeptArtifact, KeptHow
 from governance.report import render
-from governance.report.common import by_run, run_path, timeline
-from tests.unit.plan_samples import AS_OF, ROOT, sample_plan
+from governance.report.common import by_run, timeline
+from tests.unit.plan_factories import ROOT, checkpoint, group, make_plan, policy
+from tests.unit.plan_samples import sample_plan
+
+KEEP_NEWEST = """
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers: [{name: recent, keep_last: 1}]
+    otherwise: delete
+"""
+
+
+def _run(key: str, steps: tuple[int, ...]) -> list[Artifact]:
+    return [checkpoint(key, s, age_days=20 - s / 100) for s in steps]
+
+
+def test_runs_of_one_name_are_named_by_their_folders() -> None:
+    """`runs/{run}-seed{seed}/` names two runs `r1`; one name under two teams does too.
+    Merged under one name, a reviewer saw one run lose steps another kept: each is named
+    by its folder instead, in the plan and so in every report. A run with a name of its
+    own keeps it."""
+    seed1, seed2 = "runs/r1-seed1/", "runs/r1-seed2/"
+    groups = [
+        group("r1", _run(seed1, (100, 200)), RunStatus.COMPLETED, key=seed1),
+        group("r1", _run(seed2, (100, 200, 300)), RunStatus.COMPLETED, key=seed2),
+        group("solo", _run("runs/solo/", (100, 200)), RunStatus.COMPLETED, key="runs/solo/"),
+    ]
+    plan = make_plan(groups, policy(KEEP_NEWEST))
+    runs = {a.artifact.uri[len(ROOT) :]: a.artifact.run for a in plan.actions}
+    assert runs == {
+        f"{seed1}checkpoint-100/": "runs/r1-seed1",
+        f"{seed2}checkpoint-100/": "runs/r1-seed2",
+        f"{seed2}checkpoint-200/": "runs/r1-seed2",
+        "runs/solo/checkpoint-100/": "solo",
+    }
+    assert {k.artifact.run for k in plan.kept} == {"runs/r1-seed1", "runs/r1-seed2", "solo"}
+    totals = {t.run: (t.actions, t.kept) for t in by_run(plan)}
+    assert totals == {"runs/r1-seed1": (1, 1), "runs/r1-seed2": (2, 1), "solo": (1, 1)}
+    rows = {r.run: len(r.cells) for r in timeline(plan)}
+    assert rows == {"runs/r1-seed1": 2, "runs/r1-seed2": 3, "solo": 2}
+    assert "runs/r1-seed2" in render(plan, "md")
 
 
 def _ref(path: str, step: int) -> ArtifactRef:
     return ArtifactRef(f"{ROOT}{path}checkpoint-{step}/", "checkpoint", "r1", step, ROOT)
-
-
-def _delete(i: int, ref: ArtifactRef) -> PlannedAction:
-    key = ref.uri[len(ROOT) :] + "model.bin"
-    obj = ObjectRef(key=key, size=100, etag=f'"e{i}"', last_modified=AS_OF)
-    return PlannedAction(i, "checkpoints", None, ActionType.DELETE, True, ref, [obj], "old")
-
-
-def test_runs_of_one_name_in_two_folders_are_reported_apart() -> None:
-    """`teama/p/runs/r1/` lost step 100; `teamb/p/runs/r1/` keeps step 200: a report that
-    merged them by name showed one run losing some of its steps and keeping others."""
-    gone, stays = _ref("teama/p/runs/r1/", 100), _ref("teamb/p/runs/r1/", 200)
-    plan = sample_plan()
-    plan.actions = [_delete(1, gone)]
-    plan.kept = [KeptArtifact(stays, "checkpoints", "recent", KeptHow.WHOLE, "newest")]
-    totals = {t.run: (t.actions, t.kept) for t in by_run(plan)}
-    assert totals == {"teama/p/runs/r1": (1, 0), "teamb/p/runs/r1": (0, 1)}
-    rows = {r.run: [(c.label, c.state) for c in r.cells] for r in timeline(plan)}
-    assert rows == {"teama/p/runs/r1": [("100", "deleted")], "teamb/p/runs/r1": [("200", "kept")]}
-    md = render(plan, "md")
-    assert "teama/p/runs/r1" in md
-    assert "teamb/p/runs/r1" in md
-
-
-def test_a_run_with_a_name_of_its_own_keeps_its_name() -> None:
-    plan = sample_plan()
-    plan.actions = [_delete(1, _ref("teama/p/runs/r1/", 100))]
-    plan.kept = []
-    assert [t.run for t in by_run(plan)] == ["r1"]
-    assert [r.run for r in timeline(plan)] == ["r1"]
-
-
-def test_run_path_is_the_runs_folder_as_the_uri_shows_it() -> None:
-    assert run_path(_ref("teama/p/runs/r1/", 1)) == "teama/p/runs/r1/"
-    assert run_path(_ref("r1/", 1)) == "r1/"
-    outside = ArtifactRef(f"{ROOT}data/x.bin", "dataset", None, None, ROOT)
-    assert run_path(outside) is None
 
 
 def test_the_html_run_line_counts_protected_and_in_flight_checkpoints() -> None:
