@@ -116,23 +116,29 @@ class PlanHistory:
 
     def lines(self) -> list[str]:
         """For people, a line per event, oldest first (after the approval state)."""
-        out = [f"approval: {self.approval}"]
+        events: list[tuple[datetime, str]] = []
         for d in self.decisions:
             verb = "approved" if d.decision == "approve" else "rejected"
             note = f": {d.comment}" if d.comment else ""
             stale = "" if d.current else " (of other content: does not count)"
-            out.append(f"{_minute(d.at)}  {verb} by {d.actor}{stale}{note}")
+            events.append((d.at, f"{verb} by {d.actor}{stale}{note}"))
         for e in self.executions:
             what = "apply (non-destructive only)" if e.only_non_destructive else "apply"
             counts = f"{e.ok} ok, {e.skipped} skipped, {e.failed} failed"
             error = f"; {e.error}" if e.error else ""
-            out.append(
-                f"{_minute(e.started_at)}  {what} #{e.id} by {e.actor}: {e.status} "
-                f"({counts}; deletes {e.delete_mode}){error}"
+            events.append(
+                (
+                    e.started_at,
+                    f"{what} #{e.id} by {e.actor}: {e.status} "
+                    f"({counts}; deletes {e.delete_mode}){error}",
+                )
             )
         for r in self.restores:
             failed = f", {r.failed:,} failed" if r.failed else ""
-            out.append(f"{_minute(r.at)}  restore by {r.actor}: {r.restored:,} restored{failed}")
+            events.append((r.at, f"restore by {r.actor}: {r.restored:,} restored{failed}"))
+        events.sort(key=lambda event: event[0])  # stable: equal times keep their kind's order
+        out = [f"approval: {self.approval}"]
+        out += [f"{_minute(at)}  {text}" for at, text in events]
         if self.removed:
             parts = ", ".join(f"{n:,} {state}" for state, n in sorted(self.removed.items()))
             out.append(f"removed objects: {parts}")

@@ -153,9 +153,11 @@ def _timeline(plan: Plan) -> list[str]:
     if not rows:
         return []
     out = ["## Checkpoints per run", ""]
+    many_roots = len({row.root_url for row in rows}) > 1
     for row in rows:
         steps = ", ".join(f"{c.label} {STATE_LABELS[c.state]}" for c in row.cells)
-        out.append(f"- **{_cell(row.run)}**: {steps}")
+        where = f" ({_cell(row.root_url)})" if many_roots else ""  # as the html report does
+        out.append(f"- **{_cell(row.run)}**{where}: {steps}")
     return [*out, ""]
 
 

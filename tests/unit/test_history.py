@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from governance.history import DecisionEntry, ExecutionEntry, PlanHistory
+from governance.history import DecisionEntry, ExecutionEntry, PlanHistory, RestoreEntry
 
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
@@ -41,3 +41,17 @@ def test_an_apply_run_says_what_it_did_and_why_it_stopped() -> None:
     doc = history.document()
     assert doc["executions"][0]["finished_at"] is None  # type: ignore[index]
     assert doc["executions"][0]["error"] == "storage unreachable"  # type: ignore[index]
+
+
+def test_events_are_told_in_time_order() -> None:
+    """An apply, a restore, then another apply: the lines follow the clock, not the kind."""
+    later = AT.replace(hour=11)
+    run1 = ExecutionEntry(1, "ana", AT, AT, "applied", "quarantine", False, 3, 0, 0, None)
+    run2 = ExecutionEntry(2, "ana", later, later, "applied", "quarantine", False, 1, 0, 0, None)
+    back = RestoreEntry("bob", AT.replace(hour=10), 5, 0)
+    history = PlanHistory("applied", executions=[run1, run2], restores=[back])
+    assert [line[19:30] for line in history.lines()[1:]] == [
+        "apply #1 by",
+        "restore by ",
+        "apply #2 by",
+    ]

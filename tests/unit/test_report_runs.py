@@ -66,3 +66,22 @@ def test_the_html_run_line_counts_protected_and_in_flight_checkpoints() -> None:
     ]
     html = render(plan, "html")
     assert "3 checkpoints: 0 kept, 2 protected, 1 in flight, 0 stripped" in html
+
+
+def test_the_markdown_timeline_names_the_root_when_there_are_several() -> None:
+    other = "s3://other-bucket/"
+    plan = sample_plan()
+    plan.actions = []
+    plan.kept = [
+        KeptArtifact(_ref("runs/r1/", 100), "checkpoints", None, KeptHow.WHOLE, "newest"),
+        KeptArtifact(
+            ArtifactRef(f"{other}runs/r1/checkpoint-200/", "checkpoint", "r1", 200, other),
+            "checkpoints",
+            None,
+            KeptHow.WHOLE,
+            "newest",
+        ),
+    ]
+    md = render(plan, "md")
+    assert f"- **r1** ({ROOT}): 100 kept whole" in md
+    assert f"- **r1** ({other}): 200 kept whole" in md
