@@ -367,7 +367,10 @@ def iter_object_rows(
 
 
 def iter_run_rows(engine: Engine, root_url: str | None = None) -> Iterator[dict[str, Any]]:
-    """Rows for `govern ls runs`."""
+    """Rows for `govern ls runs`: `checkpoints` counts a run's complete checkpoints and
+    `in_flight` its incomplete ones still inside the grace period (past it an incomplete
+    checkpoint is classified residue). The runs table counts both as checkpoints, a mix
+    that read as "7 checkpoints" for a run with 6 to resume from."""
     from governance.catalog.tables import RunRow
 
     r = RunRow.__table__.c  # type: ignore[attr-defined]
@@ -375,8 +378,10 @@ def iter_run_rows(engine: Engine, root_url: str | None = None) -> Iterator[dict[
     if root_url is not None:
         stmt = stmt.where(_R.url == root_url)
     stmt = stmt.order_by(_R.url, r.key)
+    flying = _in_flight_by_run(engine, root_url)
     with engine.connect() as conn:
         for row in conn.execute(stmt).mappings():
+            in_flight = flying.get((row["root_url"], row["key"]), 0)
             yield {
                 "run": row["name"],
                 "uri": row["uri"],
@@ -386,10 +391,30 @@ def iter_run_rows(engine: Engine, root_url: str | None = None) -> Iterator[dict[
                 "last_write": datetime_from_us(row["last_write"]),
                 "bytes": row["bytes"],
                 "objects": row["objects"],
-                "checkpoints": row["checkpoints"],
+                "checkpoints": row["checkpoints"] - in_flight,
+                "in_flight": in_flight,
                 "best_checkpoint": row["best_checkpoint"],
                 "root": row["root_url"],
             }
+
+
+def _in_flight_by_run(engine: Engine, root_url: str | None) -> dict[tuple[str, str], int]:
+    """(root URL, run key) -> the run's incomplete checkpoints, in one grouped query."""
+    from sqlalchemy import func
+
+    from governance.catalog.tables import ArtifactRow
+
+    a = ArtifactRow.__table__.c  # type: ignore[attr-defined]
+    stmt = (
+        select(_R.url, a.run_key, func.count())
+        .join_from(ArtifactRow, Root, a.root_id == _R.id)
+        .where(a.kind == "checkpoint", a.complete.is_(False), a.run_key.is_not(None))
+        .group_by(_R.url, a.run_key)
+    )
+    if root_url is not None:
+        stmt = stmt.where(_R.url == root_url)
+    with engine.connect() as conn:
+        return {(str(url), str(key)): int(n) for url, key, n in conn.execute(stmt)}
 
 
 def iter_artifact_rows(

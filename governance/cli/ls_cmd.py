@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +107,9 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     """Runs: status and the evidence for it, sizes, checkpoints (complete, in flight)."""
     url = _known_root(app, root_url)
     ensure_classified(app.engine, datetime.now(UTC), url)
-    rows = _run_rows(app, url)
+    from governance.catalog.queries import iter_run_rows
+
+    rows = iter_run_rows(app.engine, url)
     if fmt == "json":
         emit_json_array(rows)
         return
@@ -122,44 +124,6 @@ IN_FLIGHT_NOTE = (
     "checkpoints: complete ones; +N: incomplete ones still inside the grace period (in "
     "flight); older incomplete ones are residue (govern ls artifacts --kind residue)"
 )
-
-
-def _run_rows(app: AppContext, root_url: str | None) -> Iterator[dict[str, Any]]:
-    """The catalog's run rows with `checkpoints` the complete ones and `in_flight` the
-    incomplete ones inside the grace period: the catalog counts both as checkpoints, a
-    mix that read as "7 checkpoints" for a run with 6 to resume from."""
-    from governance.catalog.queries import iter_run_rows
-
-    flying = _in_flight_by_run(app, root_url)
-    for row in iter_run_rows(app.engine, root_url):
-        in_flight = flying.get(row["uri"], 0)
-        out: dict[str, Any] = {}
-        for key, value in row.items():  # `in_flight` right after `checkpoints`
-            out[key] = value - in_flight if key == "checkpoints" else value
-            if key == "checkpoints":
-                out["in_flight"] = in_flight
-        yield out
-
-
-def _in_flight_by_run(app: AppContext, root_url: str | None) -> dict[str, int]:
-    """Run URI -> its incomplete checkpoints (in flight: past the grace period an
-    incomplete checkpoint is classified residue instead), in one grouped query."""
-    from sqlalchemy import func, select
-
-    from governance.catalog.tables import ArtifactRow, Root
-
-    a = ArtifactRow.__table__.c  # type: ignore[attr-defined]
-    r = Root.__table__.c  # type: ignore[attr-defined]
-    stmt = (
-        select(r.url, a.run_key, func.count())
-        .join_from(ArtifactRow, Root, a.root_id == r.id)
-        .where(a.kind == "checkpoint", a.complete.is_(False), a.run_key.is_not(None))
-        .group_by(r.url, a.run_key)
-    )
-    if root_url is not None:
-        stmt = stmt.where(r.url == root_url)
-    with app.engine.connect() as conn:
-        return {url + key: n for url, key, n in conn.execute(stmt)}
 
 
 def _runs_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table, bool]:
