@@ -124,6 +124,23 @@ def _distinct(conn: Connection, a: str, b: str) -> str:
     return f"{a} {op} {b}"
 
 
+def newer_complete_scan(conn: Connection, root_id: int, scan_id: int) -> int | None:
+    """The first scan of the root that began after this one and has already completed,
+    if any: its listing is newer, and folding this one in after it would undo what it saw
+    (objects written in between marked gone, deleted ones live again). Takes the root's
+    write lock first (a no-op update: a row lock on PostgreSQL, the database's on SQLite),
+    so no other scan of the root can complete between this check and the merge."""
+    params = {"root": root_id, "scan": scan_id}
+    conn.execute(text("UPDATE roots SET id = id WHERE id = :root"), params)
+    found = conn.execute(
+        text(
+            "SELECT min(id) FROM scans WHERE root_id = :root AND id > :scan AND status = 'complete'"
+        ),
+        params,
+    ).scalar()
+    return int(found) if found is not None else None
+
+
 def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int, int]:
     """Fold the staged listing into `objects`; returns (new, changed, gone).
 

@@ -116,6 +116,9 @@ def scan(
         emit_json({"scans": [s.as_dict() for s in summaries], "errors": [str(e) for e in errors]})
     elif not app.settings.quiet and summaries:  # (no empty table above an error)
         _print_table(summaries)
+    for s in summaries:
+        if s.status == "superseded" and not app.settings.quiet:
+            click.echo(f"note: scan {s.scan_id} of {s.root}: {s.error}", err=True)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
 

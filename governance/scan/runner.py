@@ -122,24 +122,37 @@ def _scan_rows(
                 listed_bytes += sum(cast(int, row[size_at]) for row in batch)
                 if progress:
                     progress(listed, listed_bytes)
+            newer: int | None = None
             if direct:
                 # First scan: everything listed is new; one transaction from first row to here.
                 new, changed, gone = listed, 0, 0
             elif diff is not None:
                 conn.commit()
                 # One transaction: either the whole listing is folded in, or nothing is.
-                new, changed, gone = diff.finish(scan_id)
+                newer = bulk.newer_complete_scan(conn, root_id, scan_id)
+                new, changed, gone = (0, 0, 0) if newer else diff.finish(scan_id)
             else:
                 conn.commit()
                 bulk.index_stage(conn)
                 conn.commit()
                 # One transaction: either the whole listing is folded in, or nothing is.
-                new, changed, gone = bulk.merge_stage(conn, root_id, scan_id)
+                newer = bulk.newer_complete_scan(conn, root_id, scan_id)
+                new, changed, gone = (
+                    (0, 0, 0) if newer else bulk.merge_stage(conn, root_id, scan_id)
+                )
+            status = "complete" if newer is None else "superseded"
+            note = (
+                None
+                if newer is None
+                else f"superseded by scan {newer}, which began later and completed first: "
+                "this older listing was not written"
+            )
             conn.execute(
                 update(Scan)
                 .where(Scan.id == scan_id)  # type: ignore[arg-type]
                 .values(
-                    status="complete",
+                    status=status,
+                    error=note,
                     finished_at=datetime.now(UTC),
                     objects_listed=listed,
                     bytes_listed=listed_bytes,
@@ -173,13 +186,14 @@ def _scan_rows(
         root=store.url,
         root_id=root_id,
         scan_id=scan_id,
-        status="complete",
+        status=status,
         objects=listed,
         bytes=listed_bytes,
         new=new,
         changed=changed,
         gone=gone,
         seconds=time.perf_counter() - listing.began,
+        error=note,
     )
 
 

@@ -245,3 +245,42 @@ def test_failed_first_scan_leaves_no_rows(tmp_path: Path, catalog_url: str) -> N
     summary = scan_store(engine, store, actor="t")  # the next scan starts clean
     assert (summary.objects, summary.new) == (31, 31)
     engine.dispose()
+
+
+def test_a_scan_overtaken_by_a_newer_one_does_not_write_its_older_listing(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """Two scans of one root at once (the nightly job's, and the one `govern plan` runs):
+    A lists, then B lists and completes after files were added. A's listing is older;
+    folded in after B it marked the new files gone (and would bring deleted ones back).
+    A is recorded as superseded and changes nothing."""
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    store = open_store(str(root))
+    scan_store(engine, store, actor="t")
+    added = root / "runs/r0/checkpoint-99/model.safetensors"
+    newer: list[int] = []
+
+    def meanwhile(listed: int, _bytes: int) -> None:
+        if newer:
+            return
+        added.parent.mkdir(parents=True)
+        added.write_bytes(b"written after A listed")
+        newer.append(scan_store(engine, open_store(str(root)), actor="b").scan_id)
+
+    a = scan_store(engine, store, actor="a", progress=meanwhile)
+    assert a.status == "superseded"
+    assert (a.new, a.changed, a.gone) == (0, 0, 0)
+    assert "runs/r0/checkpoint-99/model.safetensors" in _live(engine, store.url)
+    with engine.connect() as conn:
+        status, error = conn.execute(
+            text("SELECT status, error FROM scans WHERE id = :id"), {"id": a.scan_id}
+        ).one()
+    assert status == "superseded"
+    assert error.startswith(f"superseded by scan {newer[0]}, which began later")
+    assert a.error == error
+    # the next scan is an ordinary one
+    assert scan_store(engine, store, actor="t").status == "complete"
+    engine.dispose()
