@@ -87,7 +87,8 @@ policy_option = click.option(
     "--out",
     "out_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the report to FILE (.html, .md, .json or .csv: format by suffix).",
+    help="Also write the report to FILE (.html, .md, .json or .csv: format by suffix); "
+    "stdout then gets the --format report only when it is another format.",
 )
 @format_option(*PLAN_FORMATS)
 @pass_app
@@ -116,7 +117,8 @@ def plan(
     _info(
         app, f"saved plan {made.plan_id} ({made.status}): {counted(made.summary.actions, 'action')}"
     )
-    _print_plan(made, fmt)
+    if out_fmt != fmt:  # the same report twice (`--format html --out plan.html`): the file
+        _print_plan(made, fmt)
     if out_path is not None and out_fmt is not None:
         _write_report(made, out_fmt, out_path)
         _info(app, f"wrote {out_fmt} report to {out_path}")

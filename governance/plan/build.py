@@ -61,6 +61,7 @@ class RootSnapshot:
     tags_matter: bool = False
     object_lock: bool = False
     scanned_at: datetime | None = None  # when the scan began (what it lists is from then on)
+    versioning: bool | None = None  # the bucket's versioning is Enabled; None: not known
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -141,6 +142,29 @@ def _name_runs_apart(
             if where.startswith(key):
                 ref.run = key.rstrip("/") or ref.run  # (a run at the root keeps its name)
                 break
+
+
+def _versioning_notes(mode: str, versioning: dict[str, bool], removing: set[str]) -> list[str]:
+    """What the bucket's versioning means for this plan's deletes, per root that has any:
+    `versioned` deletes need it Enabled (apply refuses them otherwise), and quarantine on
+    a versioned bucket keeps two copies of each object until lifecycle expires one."""
+    notes = []
+    for url in sorted(removing):
+        enabled = versioning.get(url)
+        if enabled is False and mode == "versioned":
+            notes.append(
+                f"root {url}: apply.delete_mode is versioned but the bucket's versioning is "
+                "not Enabled: apply refuses this plan's deletes until it is (there would be "
+                "no old version to restore)"
+            )
+        elif enabled and mode == "quarantine":
+            notes.append(
+                f"root {url}: the bucket keeps versions: a quarantined object also stays "
+                "here as a noncurrent version until the bucket's lifecycle expires it, so "
+                "the deletes save less than shown until then; delete_mode versioned "
+                "removes it with a delete marker instead, without a copy"
+            )
+    return notes
 
 
 def _unmeasured_note(root: str, rule: str, tier: str, metric: str, runs: list[Unmeasured]) -> str:
@@ -247,6 +271,7 @@ def _build(
     scans: dict[str, int] = {}
     scanned_at: dict[str, datetime] = {}
     run_keys: dict[tuple[str, str], set[str]] = {}  # (root, run name) -> the runs' keys
+    versioning: dict[str, bool] = {}
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
     not_applicable: Counter[tuple[str, str, str]] = Counter()
@@ -259,6 +284,8 @@ def _build(
         scans[root.url] = root.scan_id
         if root.scanned_at is not None:
             scanned_at[root.url] = root.scanned_at
+        if root.versioning is not None:
+            versioning[root.url] = root.versioning
         removed = deleted.setdefault(root.url, 0)
         live = 0
         decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
@@ -309,6 +336,8 @@ def _build(
         for url, at in sorted(scanned_at.items())
         if as_of < at - WHAT_IF_MARGIN
     ]
+    removing = {url for url, n in deleted.items() if n}  # (bytes removed: known per root)
+    notes += _versioning_notes(policy.apply.delete_mode, versioning, removing)
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
     # The roots' whole monthly bill, so the summary shows the bill before -> after.

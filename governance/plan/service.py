@@ -25,7 +25,7 @@ from governance.catalog.derived import (
 )
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.roots import find_root, last_complete_scan
-from governance.errors import ArgumentError
+from governance.errors import ArgumentError, GovernanceError
 from governance.model.types import Group
 from governance.plan.build import RootSnapshot, build_plan
 from governance.scan.targets import excluded_prefixes, resolve_roots
@@ -95,9 +95,22 @@ def root_snapshots(
                 tags_matter=needs.tags,
                 object_lock=needs.lock,
                 scanned_at=scan.started_at,
+                versioning=_versioning(store),
             )
         )
     return snapshots
+
+
+def _versioning(store: Store | None) -> bool | None:
+    """Whether the root's bucket has versioning Enabled, as the scan just asked (cached by
+    the store); None when not known (no store at hand, not S3, or the question failed)."""
+    ask = getattr(store, "versioning_enabled", None)
+    if ask is None or not str(getattr(store, "url", "")).startswith("s3://"):
+        return None
+    try:
+        return bool(ask())
+    except GovernanceError:
+        return None
 
 
 def uses_tags(policy: Policy) -> bool:

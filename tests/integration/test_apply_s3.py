@@ -164,6 +164,35 @@ def test_versioned_mode_deletes_and_restores_by_marker(
     assert not versions.get("DeleteMarkers")
 
 
+def test_a_plan_says_what_the_buckets_versioning_means_for_its_deletes(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """Versioned deletes on a bucket whose versioning is not Enabled: apply will refuse,
+    and reviewers must not sign off on a plan that says deletes can be undone. Quarantine
+    on a versioned bucket keeps a noncurrent version beside the quarantine copy: the
+    savings come later than the report says."""
+    upload_tree(s3_bucket)
+    (tmp_path / "v").mkdir()
+    (tmp_path / "q").mkdir()
+    versioned = make_setup(
+        tmp_path / "v", moto_server, s3_bucket, NO_APPROVAL + "apply: {delete_mode: versioned}\n"
+    )
+    notes = versioned.plan()["notes"]
+    root = f"s3://{s3_bucket}/"
+    assert f"root {root}: apply.delete_mode is versioned but the bucket's versioning is not " in (
+        " ".join(notes)
+    )
+    refused = versioned.apply(versioned.plan()["plan_id"], code=3)
+    assert "versioning is not enabled" in refused.stderr
+
+    s3_client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    quarantined = make_setup(tmp_path / "q", moto_server, s3_bucket)
+    notes = quarantined.plan()["notes"]
+    [kept_twice] = [n for n in notes if "keeps versions" in n]
+    assert kept_twice.startswith(f"root {root}: the bucket keeps versions: a quarantined object")
+    assert not [n for n in versioned.plan()["notes"] if "versioning" in n or "versions" in n]
+
+
 def test_on_a_versioned_bucket_a_plan_names_versions_and_a_new_one_is_stale(
     tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
 ) -> None:

@@ -157,6 +157,12 @@ def test_out_file_takes_its_format_from_the_suffix(
     assert bad.exit_code == 2
     assert "--out" in bad.stderr
 
+    # the same format on stdout and in the file: the file alone (not 58 KB of HTML twice)
+    again = _run(catalog, "plan", "--policy", str(policy), "--format", "html", "--out", str(out))
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == ""
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
 
 def test_a_report_that_fails_part_way_leaves_the_previous_one(
     setup: tuple[str, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
