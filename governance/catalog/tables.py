@@ -78,7 +78,9 @@ class Scan(SQLModel, table=True):
     actor: str
     started_at: datetime = _ts(nullable=False)
     finished_at: datetime | None = _ts(nullable=True)
-    status: str = "running"  # running | complete | failed | superseded (a newer scan completed first)
+    status: str = (
+        "running"  # running | complete | failed | superseded (a newer scan completed first)
+    )
     source: str = "listing"  # listing | inventory
     objects_listed: int = 0
     bytes_listed: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False))
