@@ -78,9 +78,8 @@ class Scan(SQLModel, table=True):
     actor: str
     started_at: datetime = _ts(nullable=False)
     finished_at: datetime | None = _ts(nullable=True)
-    status: str = (
-        "running"  # running | complete | failed | superseded (a newer scan completed first)
-    )
+    # superseded: a scan of the root that began later completed first (nothing written)
+    status: str = "running"  # running | complete | failed | superseded
     source: str = "listing"  # listing | inventory
     objects_listed: int = 0
     bytes_listed: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False))
