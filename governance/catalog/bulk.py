@@ -131,7 +131,9 @@ def newer_complete_scan(conn: Connection, root_id: int, scan_id: int) -> int | N
     write lock first (a no-op update: a row lock on PostgreSQL, the database's on SQLite),
     so no other scan of the root can complete between this check and the merge."""
     params = {"root": root_id, "scan": scan_id}
-    conn.execute(text("UPDATE roots SET id = id WHERE id = :root"), params)
+    # (a non-key column: on PostgreSQL the row lock then leaves inserts that reference the
+    # root, which take a key-share lock, free to go on)
+    conn.execute(text("UPDATE roots SET name = name WHERE id = :root"), params)
     found = conn.execute(
         text(
             "SELECT min(id) FROM scans WHERE root_id = :root AND id > :scan AND status = 'complete'"
