@@ -5,7 +5,8 @@ object the plan saw in it. An object under the folder that the plan does not nam
 that the catalog did not hold when the plan's scan of the root ran, was written since: the
 folder is no longer what was reviewed, and removing the objects the plan names would leave
 a folder that reads as an incomplete checkpoint. Such an action is skipped as stale
-("new object KEY in the artifact since the plan was made").
+("unplanned object KEY in the artifact (written, restored or listed anew) since the plan
+was made").
 
 What is under each folder now comes from the range listings the precondition check made
 anyway, where they saw the folder whole (`ranges.Listed`), else from one listing of the

@@ -340,11 +340,14 @@ def _check_one(
 
 
 def _new_in_folder(keys: Sequence[str]) -> str:
-    """`new object K in the artifact`; `new objects K1, K2 and 3 more in the artifact`."""
+    """`unplanned object K in the artifact (...)`; `unplanned objects K1, K2 and 3 more
+    ...`: objects the plan's scan did not see as they are (written, restored, or listed
+    again after a change since), under a folder the action removes whole."""
+    how = "in the artifact (written, restored or listed anew)"
     if len(keys) == 1:
-        return f"new object {keys[0]} in the artifact"
+        return f"unplanned object {keys[0]} {how}"
     shown = ", ".join(keys[:2]) + (f" and {len(keys) - 2} more" if len(keys) > 2 else "")
-    return f"new objects {shown} in the artifact"
+    return f"unplanned objects {shown} {how}"
 
 
 def _check_aborts(check: Check, uploads: set[tuple[str, str]] | None) -> Check:

@@ -52,7 +52,7 @@ def test_a_file_added_to_a_deleted_folder_since_the_plan_makes_the_delete_stale(
     stale = by_path[f"{RUN}checkpoint-1000/"]
     assert (stale["outcome"], stale["final"]) == ("skipped", False)
     assert stale["reason"] == (
-        f"stale: new object {RUN}checkpoint-1000/NOTES.md in the artifact since the plan was made"
+        f"stale: unplanned object {RUN}checkpoint-1000/NOTES.md in the artifact (written, restored or listed anew) since the plan was made"
     )
     assert snapshot(deleted) == before  # untouched, NOTES.md and all
     assert by_path[f"{RUN}checkpoint-1500/"]["outcome"] == "ok"
@@ -181,7 +181,7 @@ def test_files_restored_into_a_folder_since_the_plan_make_its_delete_stale(
     report = json.loads(setup.apply(second["plan_id"], code=3).stdout)
     result = _by_path(report, storage)[f"{RUN}checkpoint-1500/"]
     assert result["outcome"] == "skipped"
-    assert str(result["reason"]).startswith("stale: new object")
+    assert str(result["reason"]).startswith("stale: unplanned object")
     assert (ckpt / "model.safetensors").exists()  # the checkpoint stays whole
     assert (ckpt / "optimizer.pt").exists()
 
@@ -201,5 +201,5 @@ def test_a_file_back_in_a_folder_after_the_plan_makes_its_delete_stale(tmp_path:
     report = json.loads(setup.apply(doc["plan_id"], code=3).stdout)
     result = _by_path(report, storage)[f"{RUN}checkpoint-1000/"]
     assert result["outcome"] == "skipped"
-    assert "new object runs/a/checkpoint-1000/scaler.pt" in str(result["reason"])
+    assert "unplanned object runs/a/checkpoint-1000/scaler.pt" in str(result["reason"])
     assert (ckpt / "model.safetensors").exists()

@@ -64,7 +64,7 @@ def test_objects_added_to_a_deleted_folder_make_the_delete_stale_without_extra_r
     by_path = {r.artifact_uri[len(root) :]: r for r in report.results}
     stale = by_path[f"{RUN}checkpoint-1000/"]
     assert stale.reason == (
-        f"stale: new objects {NEW[0]}, {NEW[1]} in the artifact since the plan was made"
+        f"stale: unplanned objects {NEW[0]}, {NEW[1]} in the artifact (written, restored or listed anew) since the plan was made"
     )
     assert by_path[f"{RUN}checkpoint-1500/"].outcome.value == "ok"  # a strip: not affected
     after = live(s3_bucket)

@@ -118,7 +118,7 @@ def test_new_files_stale_a_whole_folder_delete_only(tmp_path: Path) -> None:
 
     checks = check_actions(actions, StoreOpener(), now=T, pending={}, known=known)
     assert checks[0].skip == (
-        "stale: new object ck-7/NOTES.md in the artifact since the plan was made"
+        "stale: unplanned object ck-7/NOTES.md in the artifact (written, restored or listed anew) since the plan was made"
     )
     assert (checks[0].final, checks[0].failed, checks[0].todo) == (False, False, [])
     assert (checks[1].skip, len(checks[1].todo)) == (None, 1)
@@ -127,7 +127,7 @@ def test_new_files_stale_a_whole_folder_delete_only(tmp_path: Path) -> None:
 
     unknown = check_actions(actions[2:], StoreOpener(), now=T, pending={})
     assert unknown[0].skip is not None
-    assert "new object logs/v0/ck/x.ckpt" in unknown[0].skip
+    assert "unplanned object logs/v0/ck/x.ckpt" in unknown[0].skip
 
 
 class Unlistable:

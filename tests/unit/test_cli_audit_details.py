@@ -27,7 +27,9 @@ def test_a_batch_of_results_shows_counts_and_only_what_did_not_go_through() -> N
 def test_a_long_batch_lists_the_first_results_whole_then_counts_the_rest() -> None:
     """Never a reason or an id cut short with `…`: the first NOTABLE_SHOWN results that
     did not go through are shown whole, the others counted."""
-    reason = "stale: new object runs/a/checkpoint-1000/NOTES.md in the artifact since the plan"
+    reason = (
+        "stale: unplanned object runs/a/checkpoint-1000/NOTES.md in the artifact since the plan"
+    )
     results = [[i, "skipped", reason] for i in range(50)]
     line = _details({"execution_id": 1, "counts": {"skipped": 50}, "results": results})
     assert "…" not in line
