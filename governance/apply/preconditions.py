@@ -66,10 +66,15 @@ class Check:
 
     def block(self, finding: Finding) -> Check:
         """Not acted on: for good, or (not final) a failure that a later apply retries."""
-        self.skip, self.final = finding
+        self.skip_for(finding[0])
+        self.final = finding[1]
         self.failed = not self.final
-        self.todo, self.already, self.copied_before = [], [], []
         return self
+
+    def skip_for(self, reason: str) -> None:
+        """Skip the whole action (nothing of it is done), for `reason`."""
+        self.skip = reason
+        self.todo, self.already, self.copied_before = [], [], []
 
 
 def in_place_class(action: PlannedAction) -> str | None:
@@ -143,11 +148,10 @@ def _skip_restored(check: Check, restored: Collection[tuple[str, str]]) -> None:
     back = [o.key for o in check.todo if (root, o.key) in restored]
     if back:
         more = f" and {len(back) - 1} more" if len(back) > 1 else ""
-        check.skip = (
+        check.skip_for(
             f"stale: {back[0]}{more} restored since the plan was made (govern restore); "
             "not removed again, plan again to decide on it"
         )
-        check.todo, check.already, check.copied_before = [], [], []
 
 
 def _current_states(
@@ -334,8 +338,7 @@ def _check_one(
         shown = "; ".join(problems[:3]) + (
             f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         )
-        check.skip = f"stale: {shown} since the plan was made"
-        check.todo, check.already, check.copied_before = [], [], []
+        check.skip_for(f"stale: {shown} since the plan was made")
     return check
 
 
