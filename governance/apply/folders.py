@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from governance.apply.modes import s3_parts
 from governance.apply.ranges import Listed
 from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError, NoSuchRootError
@@ -108,8 +110,9 @@ def _listing(action: PlannedAction, stores: StoreFactory) -> list[str] | str:
     folder, uri = folder_of(action), action.artifact.uri
     try:
         root = stores(action.artifact.root_url)
-        if getattr(root, "_client", None) is not None:
-            return _s3_keys(root, folder)
+        parts = s3_parts(root)
+        if parts is not None:
+            return _s3_keys(root, parts, folder)
         # A local folder needs no settings: opened here, not kept by the factory (a store
         # per folder of a large plan would add up).
         sub = open_store(uri) if uri.startswith("file://") else stores(uri)
@@ -120,13 +123,12 @@ def _listing(action: PlannedAction, stores: StoreFactory) -> list[str] | str:
         return f"{action.artifact.uri} cannot be listed ({exc}): not acted on"
 
 
-def _s3_keys(store: object, folder: str) -> list[str]:
+def _s3_keys(store: object, parts: tuple[Any, str, str], folder: str) -> list[str]:
     """The keys under `folder` of an S3 root, with the root's own client (a store of
     its own per folder would be a new client each)."""
-    from governance.apply.modes import _s3_parts
     from governance.storage.errors import translate
 
-    client, bucket, prefix = _s3_parts(store)  # type: ignore[arg-type]
+    client, bucket, prefix = parts
     keys: list[str] = []
     request = {"Bucket": bucket, "Prefix": prefix + folder}
     try:

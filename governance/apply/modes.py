@@ -196,7 +196,17 @@ def _s3_parts(store: Store) -> tuple[Any, str, str]:
 
     The Store protocol has no per-version calls; restore of a versioned delete needs one.
     """
+    parts = s3_parts(store)
+    if parts is None:
+        raise GovernanceError(f"{store.url}: versioned deletes need an S3 store")
+    return parts
+
+
+def s3_parts(store: object) -> tuple[Any, str, str] | None:
+    """The boto3 client, bucket and prefix of an S3Store; None for any other store. Apply
+    talks to S3 directly where the Store protocol has no call for it (versions, range
+    listings, a folder's keys, incomplete uploads)."""
     client = getattr(store, "_client", None)
     if client is None:
-        raise GovernanceError(f"{store.url}: versioned deletes need an S3 store")
+        return None
     return client, str(getattr(store, "bucket", "")), str(getattr(store, "prefix", ""))

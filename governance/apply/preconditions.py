@@ -36,6 +36,7 @@ from governance.apply.folders import (
     removes_whole_folder,
     unplanned,
 )
+from governance.apply.modes import s3_parts
 from governance.apply.protection import Finding, lock_reason, protected_now, rest_protected
 from governance.apply.ranges import (
     LIST_MIN_OBJECTS,
@@ -233,11 +234,10 @@ def _uploads_now(
             by_root[a.artifact.root_url] += [o.key for o in a.objects]
     found: dict[str, set[tuple[str, str]]] = {}
     for root, keys in by_root.items():
-        store = stores(root)
-        client = getattr(store, "_client", None)
-        if client is None:
+        parts = s3_parts(stores(root))
+        if parts is None:
             continue
-        bucket, prefix = str(getattr(store, "bucket", "")), str(getattr(store, "prefix", ""))
+        client, bucket, prefix = parts
         shared = prefix + os.path.commonprefix(keys)  # noqa: RUF071 (keys, not paths)
         try:
             pages = client.get_paginator("list_multipart_uploads").paginate(

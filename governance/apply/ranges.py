@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from governance.apply.modes import _s3_parts, s3_parts
 from governance.storage.base import ObjectState, Store
 from governance.storage.s3_listing import utc
 
@@ -103,7 +104,7 @@ class Listed:
 def range_listable(store: Store) -> bool:
     """An S3 store (a boto3 client behind it) on a bucket without versioning."""
     versioned = getattr(store, "versioning_enabled", None)
-    return getattr(store, "_client", None) is not None and versioned is not None and not versioned()
+    return s3_parts(store) is not None and versioned is not None and not versioned()
 
 
 def list_states(
@@ -117,7 +118,6 @@ def list_states(
     (a page answers fewer than LIST_MIN_OBJECTS of them), the rest of that run is asked
     with HEADs instead, so scattered keys cost no more requests than HEADs would.
     """
-    from governance.apply.modes import _s3_parts
     from governance.storage.errors import translate
 
     client, bucket, prefix = _s3_parts(store)
