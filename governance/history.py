@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from governance.approval import approval_state
+from governance.approval import approval_state, when
 from governance.catalog.approval_tables import ApprovalRow, AuditEventRow
 from governance.catalog.execution_tables import ExecutionRow, RemovedObjectRow
 
@@ -138,15 +138,11 @@ class PlanHistory:
             events.append((r.at, f"restore by {r.actor}: {r.restored:,} restored{failed}"))
         events.sort(key=lambda event: event[0])  # stable: equal times keep their kind's order
         out = [f"approval: {self.approval}"]
-        out += [f"{_minute(at)}  {text}" for at, text in events]
+        out += [f"{when(at)}  {text}" for at, text in events]
         if self.removed:
             parts = ", ".join(f"{n:,} {state}" for state, n in sorted(self.removed.items()))
             out.append(f"removed objects: {parts}")
         return out
-
-
-def _minute(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%MZ")
 
 
 def plan_history(engine: Engine, plan_id: str, fingerprint: str, now: datetime) -> PlanHistory:
