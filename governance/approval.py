@@ -44,6 +44,7 @@ from governance.errors import (
 )
 from governance.plan.types import WHAT_IF_MARGIN, Plan, PlanStatus
 from governance.policy.models import Approval
+from governance.wording import counted
 
 _P = PlanRow.__table__  # type: ignore[attr-defined]
 _A = PlanActionRow.__table__  # type: ignore[attr-defined]
@@ -183,7 +184,7 @@ def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> Ap
         if len(approvers) == needed:
             approved_at = d.at
     if stale:
-        reasons.append(f"{stale} approval(s) given for another fingerprint ignored")
+        reasons.append(f"{counted(stale, 'approval')} given for another fingerprint ignored")
 
     applicable_after = facts.created_at + rules.notice_period if notice else None
     completed = facts.created_at if not requiring else applicable_after if notice else approved_at
@@ -496,7 +497,7 @@ def check_applicable(
     has = f"approved by {', '.join(state.approvers)}" if state.approvers else "no approvals yet"
     extra = f"; {'; '.join(state.reasons)}" if state.reasons else ""
     raise ApprovalError(
-        f"plan {plan_id} is not approved: needs {more} more approver(s) ({has}, "
+        f"plan {plan_id} is not approved: needs {counted(more, 'more approver')} ({has}, "
         f"{len(state.approvers)} of {state.needed}){extra}; govern approve {plan_id}"
     )
 

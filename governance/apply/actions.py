@@ -32,6 +32,7 @@ from governance.plan.types import ActionType, PlannedAction, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage import normalize_url
 from governance.storage.base import KeyResult
+from governance.wording import counted
 
 
 def outcome_for_check(check: Check) -> ActionOutcome:
@@ -399,13 +400,13 @@ def _collect(
 
 
 def _aborted(sent: int, gone: int) -> str:
-    """`2 incomplete upload(s) aborted, 1 gone already (aborted since the plan was made)`."""
-    parts = [f"{sent} incomplete upload(s) aborted"] if sent else []
+    """`2 incomplete uploads aborted, 1 gone already (aborted or completed since the plan was made)`."""
+    parts = [f"{counted(sent, 'incomplete upload')} aborted"] if sent else []
     if gone:
-        parts.append(f"{gone}{'' if sent else ' incomplete upload(s)'} gone already "
-                     "(aborted or completed since the plan was made)")  # fmt: skip
+        what = f"{gone:,}" if sent else counted(gone, "incomplete upload")
+        parts.append(f"{what} gone already (aborted or completed since the plan was made)")
     return ", ".join(parts)
 
 
 def _objects(n: int) -> str:
-    return f"{n} object" if n == 1 else f"{n} objects"
+    return counted(n, "object")

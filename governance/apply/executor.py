@@ -50,6 +50,7 @@ from governance.errors import CatalogError, RefusedError
 from governance.plan.types import ActionType, PlannedAction, PlanStatus, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage.base import KeyResult
+from governance.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -521,10 +522,12 @@ def _done_already(check: Check) -> str:
     """What an earlier apply left done of an action whose every object is done."""
     n, action = len(check.already), check.action
     if action.action is ActionType.ABORT_UPLOAD:
-        return f"{n} incomplete upload(s) gone (aborted or completed since the plan was made)"
+        return (
+            f"{counted(n, 'incomplete upload')} gone (aborted or completed since the plan was made)"
+        )
     if in_place_class(action) is not None:
-        return f"{n} object(s) in {action.storage_class} (copied by an interrupted apply)"
-    return f"{n} object(s) removed by an interrupted apply"
+        return f"{counted(n, 'object')} in {action.storage_class} (copied by an interrupted apply)"
+    return f"{counted(n, 'object')} removed by an interrupted apply"
 
 
 def _pending(

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from governance.catalog.tables import ArtifactRow, MetaCache, RunRow
 from governance.model.types import CatalogObject, ClassifyOptions, Group, Kind, MetaReader
 from governance.storage.base import ObjectLock, Store, epoch_micros
+from governance.wording import counted
 
 _A = ArtifactRow.__table__  # type: ignore[attr-defined]
 _R = RunRow.__table__  # type: ignore[attr-defined]
@@ -461,10 +462,10 @@ def refresh_object_attributes(
         return wanted
     if reads.failed:
         logger.warning(
-            "%s: %d object(s) whose tags / lock state could not be read (%s); their "
+            "%s: %s whose tags / lock state could not be read (%s); their "
             "artifacts are protected, the next plan tries again",
             root_url,
-            reads.failed,
+            counted(reads.failed, "object"),
             reads.first_error,
         )
     return wanted
@@ -500,10 +501,10 @@ def reread_acted_tags(
     reads = reread_tags(engine, root_id, artifact_keys, store or cast(Store, on_demand))
     if reads.failed:
         logging.getLogger(__name__).warning(
-            "%s: the tags of %d object(s) the plan acts on could not be read again (%s); "
+            "%s: the tags of %s the plan acts on could not be read again (%s); "
             "apply reads them before acting",
             root_url,
-            reads.failed,
+            counted(reads.failed, "object"),
             reads.first_error,
         )
     return reads.tags

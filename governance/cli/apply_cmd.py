@@ -26,6 +26,7 @@ from governance.cli.output import (
     stdout_console,
 )
 from governance.errors import EXIT_FAILED, EXIT_REFUSED, ArgumentError
+from governance.wording import counted
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,7 +66,7 @@ def _opener(app: AppContext, policy_path: Path | None, plan_id: str) -> StoreOpe
     if uncovered:
         raise ArgumentError(
             f"--policy {policy_path}: no storage root of it is in plan {plan_id}'s "
-            f"root(s) {', '.join(sorted(uncovered))} or their bucket; give the policy the "
+            f"{'root' if len(uncovered) == 1 else 'roots'} {', '.join(sorted(uncovered))} or their bucket; give the policy the "
             "plan was made with, or none for default endpoints and credentials"
         )
     return opener
@@ -127,7 +128,8 @@ def apply(
     code = _exit_code(report)
     if report.failed:
         click.echo(
-            f"{report.failed} action(s) failed; plan {plan_id} is {report.plan_status}", err=True
+            f"{counted(report.failed, 'action')} failed; plan {plan_id} is {report.plan_status}",
+            err=True,
         )
     if report.stale_count:
         click.echo(_stale_line(report), err=True)
@@ -156,11 +158,11 @@ def _stale_line(report: ExecutionReport) -> str:
     n = report.stale_count
     if report.dry_run:
         return (
-            f"{n} action(s) would be skipped as stale: their objects changed since plan "
+            f"{counted(n, 'action')} would be skipped as stale: their objects changed since plan "
             f"{report.plan_id} was made; a real apply would exit 3; plan again (govern plan)"
         )
     return (
-        f"{n} action(s) skipped as stale: their objects changed since plan {report.plan_id} "
+        f"{counted(n, 'action')} skipped as stale: their objects changed since plan {report.plan_id} "
         f"was made; the rest was applied (plan {report.plan_status}); plan again "
         "(govern plan) to act on them"
     )
@@ -249,18 +251,20 @@ def _print_execution(report: ExecutionReport) -> None:
     print_fitted(console, table)
     if report.results_omitted:
         console.print(
-            f"{report.results_omitted} more result(s) in the journal "
+            f"{counted(report.results_omitted, 'more result')} in the journal "
             f"(execution {report.execution_id}); --format json lists them all"
         )
     console.print(f"{'this dry run' if report.dry_run else 'this run'}: {report.tally()}")
     if report.done_before:
-        console.print(f"{len(report.done_before)} action(s) done by earlier executions")
+        console.print(f"{counted(len(report.done_before), 'action')} done by earlier executions")
     if report.not_run:
         console.print(
-            f"{len(report.not_run)} destructive action(s) not run (--only-non-destructive)"
+            f"{counted(len(report.not_run), 'destructive action')} not run (--only-non-destructive)"
         )
     if report.purged:
-        console.print(f"{report.purged} quarantined object(s) purged (past quarantine_for)")
+        console.print(
+            f"{counted(report.purged, 'quarantined object')} purged (past quarantine_for)"
+        )
     if report.executions:
         print_fitted(console, _executions_table(report.executions))
 

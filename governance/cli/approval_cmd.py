@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import counted, emit_json, emit_json_array, format_option, stdout_console
+from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
 from governance.errors import EXIT_FAILED
+from governance.wording import counted
 
 if TYPE_CHECKING:
     from governance.approval import ApprovalState

@@ -71,11 +71,6 @@ def stderr_console() -> Console:
     return Console(stderr=True)
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """`n` and the noun in the number it takes: "1 root", "2 roots", "1,234 objects"."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
-
-
 class ReaderSafeStream:
     """A text stream (stdout, stderr) that falls silent once its reader is gone.
 

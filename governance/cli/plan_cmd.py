@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import counted, emit_json, emit_json_array, format_option, stdout_console
+from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
 from governance.errors import EXIT_REFUSED, GovernanceError
 from governance.report import PLAN_FORMATS, format_for_path
+from governance.wording import counted
 
 if TYPE_CHECKING:
     from governance.catalog.plans import PlanHeader

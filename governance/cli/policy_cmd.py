@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import click
 
-from governance.cli.output import counted, emit_json, format_option
+from governance.cli.output import emit_json, format_option
 from governance.errors import PolicyError
 from governance.policy import load_policy
+from governance.wording import counted
 
 
 @click.group("policy")

@@ -12,7 +12,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import (
-    counted,
     emit_json,
     format_option,
     stderr_console,
@@ -21,6 +20,7 @@ from governance.cli.output import (
 from governance.errors import GovernanceError
 from governance.scan.listing import start_root
 from governance.scan.targets import resolve_roots
+from governance.wording import counted
 
 if TYPE_CHECKING:
     from rich.table import Table

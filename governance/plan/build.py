@@ -40,6 +40,7 @@ from governance.plan.types import (
     PlanStatus,
 )
 from governance.policy.models import Policy
+from governance.wording import counted
 
 _ACTION_ORDER = {t: i for i, t in enumerate(ActionType)}
 """Within one artifact: strip before archive (archive moves what the strip leaves)."""
@@ -179,7 +180,7 @@ def _unmeasured_note(root: str, rule: str, tier: str, metric: str, runs: list[Un
     )
     return (
         f"root {root}: tier {tier} (rule {rule}) keeps the best checkpoint by {metric}, but "
-        f"no checkpoint of {len(runs):,} run(s) reports {metric} (e.g. {named}: {instead}); "
+        f"no checkpoint of {counted(len(runs), 'run')} reports {metric} (e.g. {named}: {instead}); "
         "best keeps nothing there"
     )
 
@@ -327,7 +328,7 @@ def _build(
         kept.sort(key=_kept_sort_key)
     notes = [
         f"root {root}: {what} (rule {rule}) is not applicable, the root has no storage "
-        f"classes; {n} artifact(s) left as they are"
+        f"classes; {counted(n, 'artifact')} left as they are"
         for (root, rule, what), n in sorted(not_applicable.items())
     ]
     notes += [_unmeasured_note(*key, runs) for key, runs in sorted(unmeasured.items())]

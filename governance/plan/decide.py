@@ -64,6 +64,7 @@ from governance.plan.types import (
 from governance.policy.fields import DESTRUCTIVE_ACTIONS
 from governance.policy.models import Policy, Rule, Tier
 from governance.policy.units import format_bytes, format_duration
+from governance.wording import counted
 
 # Enum members read once: in Python 3.11 `ActionType.DELETE` goes through the enum class's
 # `__getattr__` (~100 ns a read), a module global does not (the planner reads them for
@@ -309,9 +310,7 @@ def _in_object_order(objs: list[CatalogObject]) -> bool:
 
 _RESTORE_FIRST = min(c for c in map(coldness, RESTORE_FIRST) if c is not None)
 """The first class of the waterfall whose objects cannot be copied before a restore."""
-_NEEDS_RESTORE = (
-    "object(s) in GLACIER or DEEP_ARCHIVE stay where they are (a copy needs a restore first)"
-)
+_NEEDS_RESTORE = "in GLACIER or DEEP_ARCHIVE stay where they are (a copy needs a restore first)"
 
 
 def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObject], list[str]]:
@@ -335,16 +334,16 @@ def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObj
             move.append(o)
     stays: list[str] = []
     if colder:
-        stays.append(f"{colder} object(s) already in {target} or colder")
+        stays.append(f"{counted(colder, 'object')} already in {target} or colder")
     if restore:
-        stays.append(f"{restore} {_NEEDS_RESTORE}")
+        stays.append(f"{counted(restore, 'object')} {_NEEDS_RESTORE}")
     if small:
         stays.append(
-            f"{small} object(s) under {format_bytes(minimum)} stay where they are "
+            f"{counted(small, 'object')} under {format_bytes(minimum)} stay where they are "
             f"({target} bills a minimum object size)"
         )
     if unknown:
-        stays.append(f"{unknown} object(s) in a class outside the waterfall stay")
+        stays.append(f"{counted(unknown, 'object')} in a class outside the waterfall stay")
     return move, stays
 
 
@@ -485,7 +484,9 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
             dest = tier.archive.url + art.key
             frozen = sum(1 for o in remaining if (coldness(o.storage_class) or 0) >= _RESTORE_FIRST)
             if frozen:
-                notes.append(f"not archived to {dest}: {frozen} {_NEEDS_RESTORE}")
+                notes.append(
+                    f"not archived to {dest}: {counted(frozen, 'object')} {_NEEDS_RESTORE}"
+                )
             else:
                 notes.append(f"archived: copied to {dest}, then removed here")
                 archiving = (_ARCHIVE, remaining, None, dest)
@@ -692,9 +693,14 @@ def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run
                 f"evidence, kept instead of: {instead}"
             )
         else:
+            which = (
+                "a checkpoint of its folder stays"
+                if len(staying) == 1
+                else ("checkpoints of its folder stay")
+            )
             why = (
-                f"kept: checkpoint(s) of its folder stay ({names}) and their completeness "
-                f"depends on {name}, kept instead of: {instead}"
+                f"kept: {which} ({names}) and their completeness depends on {name}, "
+                f"kept instead of: {instead}"
             )
         t.keep(t.rule, None, _WHOLE, why)
 
@@ -736,7 +742,7 @@ def _keep_frozen(decisions: list[Decision]) -> None:
 
 def _frozen_why(n: int) -> str:
     return (
-        f"{n} object(s) in GLACIER or DEEP_ARCHIVE cannot be moved to quarantine without a "
+        f"{counted(n, 'object')} in GLACIER or DEEP_ARCHIVE cannot be moved to quarantine without a "
         "restore first (apply.delete_mode quarantine; versioned or permanent could remove them)"
     )
 

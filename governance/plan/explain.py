@@ -92,7 +92,7 @@ def explain(
     if runs:
         shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
         hint = (
-            f"; it holds run(s) {shown}: explain one of their artifacts or objects "
+            f"; it holds {'run' if len(runs) == 1 else 'runs'} {shown}: explain one of their artifacts or objects "
             f"(`govern ls artifacts --run {runs[0]}` lists them)"
         )
     raise ArgumentError(f"no artifact or object with URI {uri} in the catalog of these roots{hint}")

@@ -136,12 +136,12 @@ def test_stale_artifacts_are_skipped_whole_and_the_rest_applied(
     os.utime(upload, ns=(1, 2))
     # a dry run notes the stale ones (a dry run refuses nothing) and changes nothing
     dry = setup.apply(doc["plan_id"], "--dry-run", code=0)
-    assert "3 action(s) would be skipped as stale" in dry.stderr
+    assert "3 actions would be skipped as stale" in dry.stderr
     # the rest is applied, then exit 3 (spec: refused, plan stale) with one line saying so
     applied = setup.apply(doc["plan_id"], code=3)
     stale_lines = [ln for ln in applied.stderr.splitlines() if "stale" in ln]
     assert stale_lines == [
-        f"3 action(s) skipped as stale: their objects changed since plan {doc['plan_id']} "
+        f"3 actions skipped as stale: their objects changed since plan {doc['plan_id']} "
         "was made; the rest was applied (plan partially_applied); plan again (govern plan) "
         "to act on them"
     ]
@@ -429,8 +429,8 @@ def test_failures_and_stale_together_exit_1_and_say_both(tree: tuple[Setup, Path
     report = json.loads(result.stdout)
     assert report["counts"]["failed"] > 0
     assert report["counts"]["skipped"] == 1
-    assert f"action(s) failed; plan {doc['plan_id']} is partially_applied" in result.stderr
-    assert "1 action(s) skipped as stale" in result.stderr
+    assert f"failed; plan {doc['plan_id']} is partially_applied" in result.stderr
+    assert "1 action skipped as stale" in result.stderr
 
 
 def test_a_quarantine_inside_the_root_is_never_planned(tmp_path: Path) -> None:

@@ -248,7 +248,7 @@ def test_five_days_on(bucket: Bucket) -> None:
     assert archive["early_deletion_usd"] == 0
     assert p.doc["summary"]["request_cost_usd"] == pytest.approx(0.05 / 1000)  # the only one
     assert (
-        "archived to DEEP_ARCHIVE; 7 object(s) under 128 KiB stay where they are"
+        "archived to DEEP_ARCHIVE; 7 objects under 128 KiB stay where they are"
         in (archive["reason"])
     )
     assert p.outcome(ck.format(10000)) == ("delete",)

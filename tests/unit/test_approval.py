@@ -120,7 +120,7 @@ def test_two_approvers_and_the_same_person_twice_counts_once(engine: Engine) -> 
     assert again.approvers == ("bob",)
     assert any("counts once" in r for r in again.reasons)
     with pytest.raises(
-        ApprovalError, match=r"needs 1 more approver\(s\) \(approved by bob, 1 of 2"
+        ApprovalError, match=r"needs 1 more approver \(approved by bob, 1 of 2"
     ):
         check_applicable(engine, PID, now=_t(plan, 3), destructive=True)
 

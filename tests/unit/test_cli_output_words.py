@@ -7,7 +7,8 @@ import io
 
 import pytest
 
-from governance.cli.output import ReaderSafeStream, counted, emit_json_array
+from governance.cli.output import ReaderSafeStream, emit_json_array
+from governance.wording import counted
 
 
 @pytest.mark.parametrize(

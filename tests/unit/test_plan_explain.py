@@ -84,7 +84,7 @@ def test_explain_of_a_folder_holding_runs_names_them(uri: str) -> None:
     with pytest.raises(ArgumentError) as info:
         explain([snapshot(_groups())], example_policy(), AS_OF, uri)
     assert str(info.value).endswith(
-        "it holds run(s) a: explain one of their artifacts or objects "
+        "it holds run a: explain one of their artifacts or objects "
         "(`govern ls artifacts --run a` lists them)"
     )
 

@@ -279,7 +279,7 @@ def test_small_objects_are_not_transitioned_and_the_reason_says_so() -> None:
     plan = make_plan([group(None, [art])], policy(LOGS))
     [a] = actions_for(plan, art.key)
     assert [o.key for o in a.objects] == ["logs/mixed/b.log"]
-    assert "1 object(s) under 128 KiB stay" in a.reason
+    assert "1 object under 128 KiB stay" in a.reason
 
 
 def test_transitions_not_applicable_on_filesystems() -> None:
@@ -796,7 +796,7 @@ def test_a_best_metric_no_checkpoint_reports_is_named_in_a_note() -> None:
     )
     assert plan.notes == [
         f"root {ROOT}: tier long-term (rule checkpoints) keeps the best checkpoint by "
-        "eval_loss, but no checkpoint of 2 run(s) reports eval_loss (e.g. run pl: its "
+        "eval_loss, but no checkpoint of 2 runs reports eval_loss (e.g. run pl: its "
         "checkpoints report val_loss); best keeps nothing there"
     ]
     assert kinds(plan, "runs/pl/checkpoint-100/") == ["delete"]
@@ -857,13 +857,13 @@ rules:
     kept = kept_for(plan, thinned.key)
     assert kept is not None
     assert kept.how is KeptHow.WHOLE
-    assert "kept whole, not stripped: 3 object(s) in GLACIER or DEEP_ARCHIVE" in kept.reason
+    assert "kept whole, not stripped: 3 objects in GLACIER or DEEP_ARCHIVE" in kept.reason
     assert "dropped" not in kept.reason
     assert kinds(plan, dropped.key) == []
     gone = kept_for(plan, dropped.key)
     assert gone is not None
     assert gone.how is KeptHow.WHOLE
-    assert gone.reason.startswith("kept whole: 5 object(s) in GLACIER or DEEP_ARCHIVE")
+    assert gone.reason.startswith("kept whole: 5 objects in GLACIER or DEEP_ARCHIVE")
     assert "instead of: checkpoints: step 2000 is not kept by any tier" in gone.reason
 
 

@@ -19,6 +19,7 @@ from governance.model.detectors.base import (
     step_from_name,
 )
 from governance.model.types import Artifact, CatalogObject, Component, Kind
+from governance.wording import counted
 
 
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
@@ -46,7 +47,7 @@ class DCPDetector(Detector):
         has_meta = any(o.key == unit + ".metadata" for o in members)
         shards = sum(1 for o in members if o.key.endswith(".distcp"))
         if has_meta and shards:
-            verdict = Verdict(True, f".metadata and {shards} shard(s) present")
+            verdict = Verdict(True, f".metadata and {counted(shards, 'shard')} present")
         elif has_meta:
             verdict = Verdict(False, ".metadata present but no .distcp shards")
         else:

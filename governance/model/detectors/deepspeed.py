@@ -26,6 +26,7 @@ from governance.model.detectors.base import (
     parent,
 )
 from governance.model.types import Artifact, CatalogObject, Component, Kind
+from governance.wording import counted
 
 TRACKERS = frozenset({"latest", "latest_universal", "zero_to_fp32.py"})
 _MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
@@ -61,9 +62,11 @@ def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
         dps = range(max(d for d, _ in optim) + 1)
         missing += [f"optim dp{d}/mp{r}" for r in sorted(mp) for d in dps if (d, r) not in optim]
     if missing:
-        return Verdict(False, f"missing {len(missing)} shard(s): {missing[0]}")
+        return Verdict(False, f"missing {counted(len(missing), 'shard')}: {missing[0]}")
     n_optim = len(optim)
-    return Verdict(True, f"{len(mp)} model rank(s), {n_optim} optimizer partition(s)")
+    return Verdict(
+        True, f"{counted(len(mp), 'model rank')}, {counted(n_optim, 'optimizer partition')}"
+    )
 
 
 def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:

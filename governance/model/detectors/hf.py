@@ -22,6 +22,7 @@ from governance.model.detectors.base import (
 )
 from governance.model.metrics import log_history_metrics
 from governance.model.types import Artifact, CatalogObject, Component, Kind
+from governance.wording import counted
 
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.")
 INDEX_NAMES = (
@@ -87,7 +88,9 @@ def weights_verdict(names: set[str], members: dict[str, CatalogObject], ctx: Con
             return Verdict(True, f"{total}/{total} shards by name")
         missing = sorted(wanted - names)
         if missing:
-            return Verdict(False, f"{len(missing)} shard(s) in {source} missing: {missing[0]}")
+            return Verdict(
+                False, f"{counted(len(missing), 'shard')} in {source} missing: {missing[0]}"
+            )
         return Verdict(True, f"{len(wanted)}/{len(wanted)} shards of {index_name}")
     for single in SINGLE_WEIGHTS:
         if single in names:
@@ -96,7 +99,7 @@ def weights_verdict(names: set[str], members: dict[str, CatalogObject], ctx: Con
         return Verdict(False, "sharded weights without an index file")
     nested = [n for n in names if n.endswith((".distcp", "model_states.pt"))]
     if nested:
-        return Verdict(True, f"{len(nested)} sharded weight file(s)")
+        return Verdict(True, f"{counted(len(nested), 'sharded weight file')}")
     return Verdict(False, "no weights")
 
 
