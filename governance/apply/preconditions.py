@@ -383,4 +383,16 @@ def _changed(obj: ObjectRef, state: ObjectState) -> str | None:
         return "was rewritten (ETag differs)"
     if obj.version_id and state.version_id and state.version_id != obj.version_id:
         return "was re-uploaded (version differs)"
+    if not obj.etag.startswith("mtime:") and _second(state.last_modified) != _second(
+        obj.class_since or obj.last_modified
+    ):
+        # the same bytes put again: same size and ETag, a new time (on a versioned bucket
+        # a new version too); the plan judged the old one's age (protect.min_age, expiry)
+        return "was re-uploaded (modification time differs)"
     return None
+
+
+def _second(moment: datetime) -> int:
+    """Whole seconds since the epoch: a listing gives milliseconds, a HEAD seconds (an
+    mtime token, on filesystems, already carries the time and is compared as the ETag)."""
+    return int(moment.timestamp())

@@ -10,6 +10,7 @@ STANDARD_IA), and residue.
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,30 @@ def test_on_a_versioned_bucket_a_plan_names_versions_and_a_new_one_is_stale(
     assert f"{key} was re-uploaded (version differs)" in stale["reason"]
     assert {r["outcome"] for r in by_uri.values()} == {"ok"}
     assert all(k in live(s3_bucket) for k in keys)
+
+
+def test_the_same_bytes_put_again_on_an_unversioned_bucket_are_stale(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """Without versions, the same bytes uploaded again keep their size and ETag: only
+    the new modification time tells, and the plan judged the old object's age."""
+    upload_tree(s3_bucket)
+    setup = make_setup(tmp_path, moto_server, s3_bucket)
+    doc = setup.plan()
+    artifact, key = next(
+        (a["artifact"]["uri"], a["objects"][0]["uri"].split(s3_bucket + "/", 1)[1])
+        for a in doc["actions"]
+        if a["action"] == "delete"
+    )
+    time.sleep(1.05)  # S3 times are whole seconds apart at least
+    body = s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+    s3_client.put_object(Bucket=s3_bucket, Key=key, Body=body)  # same ETag, a new time
+    report = json.loads(setup.apply(doc["plan_id"], code=3).stdout)
+    stale = next(r for r in report["results"] if r["artifact_uri"] == artifact)
+    assert stale["outcome"] == "skipped"
+    assert f"{key} was re-uploaded (modification time differs)" in stale["reason"]
+    assert key in live(s3_bucket)
+    assert {r["outcome"] for r in report["results"] if r["artifact_uri"] != artifact} == {"ok"}
 
 
 def test_versioned_mode_is_refused_on_an_unversioned_bucket(
