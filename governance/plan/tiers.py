@@ -5,16 +5,24 @@ union of its keep keys (restic's semantics for the time buckets). `select` retur
 checkpoint key, the tiers that selected it in policy order with a reason for each; the
 first one decides how it is kept (that is the caller's business).
 
-Ordering: by step where every checkpoint has one, else by age (newest = highest). Ties go
-to the later write, then the key, so the result never depends on input order.
+Ordering: by step where every checkpoint has one, by age where none has (newest =
+highest). Ties go to the later write, then the key, so the result never depends on input
+order. Where only some have a step (a Lightning run's `last.ckpt` beside its
+`epoch=E-step=S.ckpt` files), the steps order the checkpoints that have one, and each one
+without a step sits just above the highest-step checkpoint written before it (or at the
+same time), below all of them if none was: `last.ckpt`, written with or after the last
+save, is the newest, a pretrained file put there first the oldest. Ordering the whole run
+by age instead let a copy that rewrote the times (`aws s3 sync`) delete the highest steps.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from operator import attrgetter
 from typing import Any, cast
 
@@ -34,11 +42,35 @@ def written(checkpoints: Iterable[Artifact]) -> dict[int, datetime]:
 
 
 def order_key(checkpoints: Sequence[Artifact], when: Written | None = None) -> OrderKey:
-    """Newest = highest step when every checkpoint has a step, else the latest write."""
+    """Newest = highest: by step when every checkpoint has one, by write when none has,
+    else both (see the module docstring); the key orders `checkpoints` (or a subset)."""
     at = when if when is not None else written(checkpoints)
-    if checkpoints and all(c.step is not None for c in checkpoints):
+    stepped = [c for c in checkpoints if c.step is not None]
+    if len(stepped) == len(checkpoints):
         return lambda c: (c.step, at[id(c)], c.key)
-    return lambda c: (at[id(c)], c.key)
+    if not stepped:
+        return lambda c: (at[id(c)], c.key)
+    return _mixed_key(stepped, [c for c in checkpoints if c.step is None], at)
+
+
+def _mixed_key(stepped: list[Artifact], stepless: list[Artifact], at: Written) -> OrderKey:
+    """The order of a run where only `stepped` have a step: each stepless checkpoint ranks
+    just above the highest-step one written at or before it (-1: none was)."""
+    by_step = sorted(stepped, key=lambda c: (c.step, at[id(c)], c.key))
+    rank = {id(c): i for i, c in enumerate(by_step)}
+    by_time = sorted(by_step, key=lambda c: at[id(c)])
+    times = [at[id(c)] for c in by_time]
+    highest: list[int] = []  # highest rank among by_time[: i + 1]
+    for c in by_time:
+        highest.append(max(rank[id(c)], highest[-1] if highest else -1))
+    for c in stepless:
+        before = bisect_right(times, at[id(c)])
+        rank[id(c)] = highest[before - 1] if before else -1
+    keys = {
+        id(c): (rank[id(c)], 0 if c.step is not None else 1, at[id(c)], c.key)
+        for c in chain(stepped, stepless)
+    }
+    return lambda c: keys[id(c)]
 
 
 def newest(checkpoints: Sequence[Artifact], when: Written | None = None) -> Artifact | None:
@@ -195,8 +227,14 @@ def select(
     # With a step on every checkpoint, every tier's candidates order by step alike: sorted
     # once, each tier's are these in that order (a stable sort keeps ties as given either way).
     ranked: list[Artifact] | None = None
-    if len(checkpoints) > 1 and all(c.step is not None for c in checkpoints):
+    mixed: OrderKey | None = None  # a run where only some checkpoints have a step
+    steps = sum(c.step is not None for c in checkpoints)
+    if len(checkpoints) > 1 and steps == len(checkpoints):
         ranked = sorted(checkpoints, key=order_key(checkpoints, at), reverse=True)
+    elif 0 < steps < len(checkpoints):
+        # ordered once over the whole run: a tier's window must not change who is newer
+        mixed = order_key(checkpoints, at)
+        ranked = sorted(checkpoints, key=mixed, reverse=True)
     final = None
     if (
         run is not None

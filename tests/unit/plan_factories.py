@@ -221,10 +221,12 @@ def snapshot(
 def checkpoints_of(draw: st.DrawFn, run_key: str) -> list[Artifact]:
     """0-10 checkpoints with unique steps (sometimes none at all), random ages and states."""
     n = draw(st.integers(0, 10))
-    with_steps = draw(st.booleans()) or n == 0 or draw(st.booleans())
+    # every checkpoint with a step, none, or some (Lightning's `last.ckpt` among steps)
+    mode = draw(st.sampled_from(["steps", "steps", "none", "some"]))
     steps = draw(st.lists(st.integers(0, 40_000), min_size=n, max_size=n, unique=True))
     out: list[Artifact] = []
     for i, step in enumerate(steps):
+        with_steps = mode == "steps" or (mode == "some" and draw(st.booleans()))
         age = draw(st.integers(0, 120 * 24)) / 24
         complete = draw(st.sampled_from([True, True, True, False]))
         metrics = {}

@@ -119,9 +119,7 @@ def test_two_approvers_and_the_same_person_twice_counts_once(engine: Engine) -> 
     again = approve(engine, PID, actor="bob", comment="me again", now=_t(plan, 2))
     assert again.approvers == ("bob",)
     assert any("counts once" in r for r in again.reasons)
-    with pytest.raises(
-        ApprovalError, match=r"needs 1 more approver \(approved by bob, 1 of 2"
-    ):
+    with pytest.raises(ApprovalError, match=r"needs 1 more approver \(approved by bob, 1 of 2"):
         check_applicable(engine, PID, now=_t(plan, 3), destructive=True)
 
     shouted = approve(engine, PID, actor="BOB", comment="in caps", now=_t(plan, 2.5))

@@ -55,9 +55,24 @@ def _complete(g: Group) -> list[Artifact]:
 
 
 def _order(arts: list[Artifact]) -> Any:
+    """policy.md's order of a run's checkpoints, newest highest (plan.tiers, spelled out):
+    by step, by write without steps; where only some have one, each stepless checkpoint
+    just above the highest step written at or before it."""
     if all(a.step is not None for a in arts):
         return lambda a: (a.step, a.last_modified, a.key)
-    return lambda a: (a.last_modified, a.key)
+    if all(a.step is None for a in arts):
+        return lambda a: (a.last_modified, a.key)
+    stepped = sorted(
+        (a for a in arts if a.step is not None), key=lambda a: (a.step, a.last_modified, a.key)
+    )
+
+    def key(a: Artifact) -> tuple[Any, ...]:
+        if a.step is not None:
+            return (stepped.index(a), 0, a.last_modified, a.key)
+        before = [i for i, b in enumerate(stepped) if b.last_modified <= a.last_modified]
+        return (max(before, default=-1), 1, a.last_modified, a.key)
+
+    return key
 
 
 def _deleted(plan: Plan, art: Artifact) -> bool:
@@ -536,7 +551,8 @@ def test_invariant_8_incomplete_never_counted_as_keep_last(groups: list[Group]) 
     plan = make_plan(groups, POLICY)
     for g in _live_groups(groups):
         recent = [a for a in _complete(g) if AS_OF - a.last_modified <= timedelta(days=30)]
-        for art in sorted(recent, key=_order(recent), reverse=True)[:3]:
+        # (ordered as the whole run is: a stepless one's place depends on steps outside)
+        for art in sorted(recent, key=_order(_complete(g)), reverse=True)[:3]:
             assert not _deleted(plan, art)
             kept = kept_for(plan, art.key)
             assert kept is not None

@@ -108,6 +108,50 @@ def test_without_steps_order_by_age() -> None:
     assert set(outcome.picks) == {ckpts[0].key, ckpts[2].key}
 
 
+def test_a_step_orders_its_checkpoint_even_beside_ones_without_a_step() -> None:
+    """A Lightning run copied with `aws s3 sync` (keys in order, so `epoch=10` and
+    `epoch=11` were written before `epoch=2`) and its `last.ckpt` copied last: the highest
+    steps and `last.ckpt` are the newest three, whatever the copy did to the times."""
+    names = [*sorted(f"epoch={e}-step={(e + 1) * 100}" for e in range(12)), "last"]
+    ckpts = [
+        checkpoint(R, None if n == "last" else int(n.rsplit("=", 1)[1]), 5 - i / 1000, name=n)
+        for i, n in enumerate(names)
+    ]
+    last = ckpts[-1]
+    assert newest(ckpts) is last
+    outcome = select([Tier(name="t", keep_last=3)], ckpts, None, AS_OF)
+    by_key = {c.key: c for c in ckpts}
+    assert {by_key[k].step for k in outcome.picks} == {1200, 1100, None}
+    assert "last is one of the newest 3" in outcome.picks[last.key][0][1]
+    done = run(R, RunStatus.COMPLETED)
+    final = select([Tier(name="fin", keep=["final"])], ckpts, done, AS_OF)
+    assert list(final.picks) == [last.key]
+
+
+def test_a_checkpoint_without_a_step_written_first_is_the_oldest() -> None:
+    """A stepless file put in the run before training (weights to start from) does not
+    take the place of the newest steps."""
+    start = checkpoint(R, None, 30, name="pretrained")
+    later = [checkpoint(R, s, 20 - s / 100) for s in (100, 200, 300)]
+    assert newest([start, *later]) is later[-1]
+    assert _kept(Tier(name="t", keep_last=1), [start, *later]) == {300}
+    # written between steps 100 and 200 (a resumed run's export): above 100, below 200
+    middle = checkpoint(R, None, 18.5, name="export")
+    outcome = select([Tier(name="t", keep_last=3)], [*later, middle], None, AS_OF)
+    assert set(outcome.picks) == {later[2].key, later[1].key, middle.key}
+
+
+def test_the_order_of_a_mixed_run_does_not_depend_on_a_tiers_window() -> None:
+    """Ordered once over the whole run: a stepless checkpoint written after step 300 ranks
+    above step 200 (written later still), also in a window that leaves step 300 out."""
+    c200, c300 = checkpoint(R, 200, 10), checkpoint(R, 300, 50)
+    loose = checkpoint(R, None, 20, name="loose")
+    assert newest([c200, c300, loose]) is loose
+    tier = Tier(name="t", keep_last=1, max_age=timedelta(days=30))
+    outcome = select([tier], [c200, c300, loose], None, AS_OF)
+    assert set(outcome.picks) == {loose.key}
+
+
 def test_trace_explains_every_tier() -> None:
     ckpts = [checkpoint(R, s, age) for s, age in ((1, 40), (2, 5))]
     tier = Tier(name="recent", keep_last=1, max_age=timedelta(days=30))
