@@ -69,6 +69,8 @@ class RemovedObjectRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_removed_objects_plan", "plan_id", "action_id"),
         Index("ix_removed_objects_purge", "state", "purge_after"),
+        # every quarantine location in use, read by each scan and plan (queries.quarantines)
+        Index("ix_removed_objects_quarantine", "quarantine_root"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

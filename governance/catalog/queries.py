@@ -9,14 +9,29 @@ from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import and_, case, false, func, null, or_, select, true
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
+from governance.catalog.execution_tables import RemovedObjectRow
 from governance.catalog.tables import Root, StoredObject, datetime_from_us
 from governance.model.types import CatalogObject
 
 _O = StoredObject.__table__.c  # type: ignore[attr-defined]
 _R = Root.__table__.c  # type: ignore[attr-defined]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def quarantines(conn: Engine | Connection) -> list[str]:
+    """Every quarantine location an apply has moved objects to (or journaled a move to),
+    sorted: never a root's data. A policy that changes `quarantine_url` leaves the old
+    copies where they were, and the next scan would list them as the root's (planned on,
+    counted in its bytes): each scan and plan leaves out all of these, not only the
+    policy's own (`scan.targets.excluded_prefixes`)."""
+    column = RemovedObjectRow.__table__.c.quarantine_root  # type: ignore[attr-defined]
+    query = select(column).where(column.is_not(None)).distinct()
+    if isinstance(conn, Engine):
+        with conn.connect() as c:
+            return sorted(c.execute(query).scalars())
+    return sorted(conn.execute(query).scalars())
 
 
 def _key_order(engine: Engine) -> Any:

@@ -24,6 +24,7 @@ from governance.catalog.derived import (
     refresh_object_attributes,
 )
 from governance.catalog.plans import new_plan_id, save_plan
+from governance.catalog.queries import quarantines
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError, GovernanceError
 from governance.model.types import Group
@@ -53,6 +54,7 @@ def root_snapshots(
     """
     options = policy.classify_options(as_of)
     tags = uses_tags(policy)
+    used = quarantines(engine)  # every quarantine applies have used: never a root's data
     snapshots = []
     for spec in resolve_roots(policy, ()):
         url = spec.url
@@ -83,7 +85,7 @@ def root_snapshots(
             reader,
             tags=needs.tags,
             lock=needs.lock,
-            exclude=excluded_prefixes(url, policy),
+            exclude=excluded_prefixes(url, policy, used),
         )
         snapshots.append(
             RootSnapshot(

@@ -28,6 +28,7 @@ class ListingStart:
     rows: Iterator[AnyRow]
     size_at: int  # index of the size in a row: compact local rows hold 4 values, not 8
     began: float  # `time.perf_counter()` when the scan began (for its seconds)
+    excluded: tuple[str, ...] = ()  # the key prefixes the listing passes over
 
     def close(self) -> None:
         """Stop the listing's workers, consumed or not (safe more than once)."""
@@ -43,14 +44,15 @@ def start_listing(store: Store, exclude_prefixes: Sequence[str] = ()) -> Listing
     other stores are checked, then list as they are consumed.
     """
     began = time.perf_counter()
+    excluded = tuple(exclude_prefixes)
     checked = getattr(store, "list_checked_rows", None)
     if checked is not None:  # its first listing answer is the check (S3: no extra request)
-        return ListingStart(store, checked(exclude_prefixes), 2, began)
+        return ListingStart(store, checked(excluded), 2, began, excluded)
     store.check()  # bad URL or credentials: fail before the catalog records anything
-    compact = list_compact_rows(store, exclude_prefixes)
+    compact = list_compact_rows(store, excluded)
     if compact is not None:
-        return ListingStart(store, compact, 1, began)
-    return ListingStart(store, list_rows(store, exclude_prefixes), 2, began)
+        return ListingStart(store, compact, 1, began, excluded)
+    return ListingStart(store, list_rows(store, excluded), 2, began, excluded)
 
 
 StartedRoot = ListingStart | GovernanceError

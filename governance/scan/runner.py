@@ -19,9 +19,11 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from governance.catalog import bulk, rescan
+from governance.catalog.queries import quarantines
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
 from governance.catalog.tables import Scan
 from governance.scan.listing import ListingStart, start_listing
+from governance.scan.targets import prefixes_under
 from governance.storage.base import Store
 
 BATCH = 5000
@@ -96,6 +98,13 @@ def _scan_rows(
     progress: Progress | None,
 ) -> ScanSummary:
     store, rows, size_at = listing.store, listing.rows, listing.size_at
+    # Quarantines earlier applies used under this root, beyond those the listing passes
+    # over (it began before the catalog was open): their copies are not the root's data.
+    late = tuple(
+        p for p in prefixes_under(store.url, quarantines(engine)) if p not in listing.excluded
+    )
+    if late:
+        rows = (row for row in rows if not row[0].startswith(late))
     root_id = get_or_create_root(engine, store.url, name)
     scan_id = start_scan(engine, root_id, actor)
     listed = 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,9 +59,16 @@ def quarantine_url(root_url: str, policy: Policy | None) -> str:
     return normalize_url(apply.quarantine_url_for(root_url))
 
 
-def excluded_prefixes(root_url: str, policy: Policy | None) -> tuple[str, ...]:
-    """Key prefixes under the root that are never scanned: the quarantine location."""
-    q = quarantine_url(root_url, policy)
-    if q.startswith(root_url):
-        return (q[len(root_url) :],)
-    return ()
+def excluded_prefixes(
+    root_url: str, policy: Policy | None, used: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """Key prefixes under the root that are never scanned or planned: the policy's
+    quarantine location, and every one in `used` (the quarantines applies have used,
+    `catalog.queries.quarantines`: an earlier `quarantine_url` keeps its copies)."""
+    return prefixes_under(root_url, [quarantine_url(root_url, policy), *used])
+
+
+def prefixes_under(root_url: str, urls: Iterable[str]) -> tuple[str, ...]:
+    """The key prefixes, under `root_url`, of those of `urls` inside it (sorted, unique).
+    A URL that is the root itself is left out: a quarantine given as a root on purpose."""
+    return tuple(sorted({u[len(root_url) :] for u in urls if u.startswith(root_url)} - {""}))

@@ -468,6 +468,36 @@ def test_a_quarantine_inside_the_root_is_never_planned(tmp_path: Path) -> None:
     assert sum(o.size for o in seen) == sum(p.stat().st_size for p in outside)
 
 
+def test_a_quarantine_an_earlier_policy_used_is_never_scanned_or_planned(tmp_path: Path) -> None:
+    """After `quarantine_url` changes, the copies in the old quarantine are the only way
+    back for that plan: the next scan must not list them as the root's data, and a plan
+    (also after `scan --root`, which knows no policy) must not expire them."""
+    storage = tmp_path / "storage"
+    setup, _ = build(tmp_path, extra=NO_APPROVAL + f"apply: {{quarantine_url: {storage}/trash/}}\n")
+    first = setup.plan()
+    setup.apply(first["plan_id"])
+    trash = storage / "trash"
+    in_trash = [p for p in trash.rglob("*") if p.is_file()]
+    assert in_trash
+    outside = [p for p in storage.rglob("*") if p.is_file() and trash not in p.parents]
+
+    # the policy now quarantines elsewhere (the default): the old copies stay where they are
+    setup.policy.write_text(policy_text(str(storage)))
+    base = storage.as_uri() + "/"
+    for scan in (("scan", "--policy", str(setup.policy)), ("scan", "--root", str(storage))):
+        scanned = govern(setup.catalog, *scan, "--format", "json")
+        assert scanned.exit_code == 0, scanned.stderr
+        assert json.loads(scanned.stdout)["scans"][0]["objects"] == len(outside)
+        doc = setup.plan("--no-scan", as_of="2099-01-01T00:00:00Z")  # everything is old
+        touched = [a["artifact"]["uri"] for a in doc["actions"]]
+        touched += [k["artifact"]["uri"] for k in doc["kept"]]
+        assert touched
+        assert not [u for u in touched if u.startswith(base + "trash/")], touched
+    assert sorted(p for p in trash.rglob("*") if p.is_file()) == sorted(in_trash)
+    restored = setup.restore(first["plan_id"])
+    assert json.loads(restored.stdout)["failed"] == 0
+
+
 def test_apply_with_a_policy_not_holding_the_plans_root_changes_nothing(
     tree: tuple[Setup, Path], tmp_path: Path
 ) -> None:
