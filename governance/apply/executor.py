@@ -103,24 +103,33 @@ def apply_plan(
     concurrency = config.concurrency or 16
     done = IdSet(header.summary.actions)  # done by earlier executions; read again under the lock
 
+    waiting: list[PlannedAction] = []  # files that go with their folder: acted on last
+
     def todo_actions() -> Iterator[PlannedAction]:
         for action in iter_actions(engine, plan_id):
-            if action.id not in done and not (only_non_destructive and action.destructive):
+            if action.id in done or (only_non_destructive and action.destructive):
+                continue
+            if _goes_with_its_folder(action):
+                waiting.append(action)
+            else:
                 yield action
 
-    with (
-        page_cache(engine),  # the plan is read through once: a big page cache is wasted
-        _responsive_threads(),
-        CheckPipeline(
+    def pipeline(batches: Iterator[list[PlannedAction]]) -> CheckPipeline:
+        return CheckPipeline(
             engine,
             plan_id,
-            _chunks(todo_actions()),
+            batches,
             stores,
             concurrency,
             protected_tags=dict(header.controls.get("protect_tags") or {}),
             made_at=header.created_at,
             scans=header.scans,
-        ) as checks,
+        )
+
+    with (
+        page_cache(engine),  # the plan is read through once: a big page cache is wasted
+        _responsive_threads(),
+        pipeline(_chunks(todo_actions())) as checks,
     ):
         # Preconditions are checked only under the plan's lock (a check made before could
         # be made stale by an apply still holding it), so a real apply takes the lock
@@ -171,18 +180,36 @@ def apply_plan(
             report.done_before = [i for i in done if i in scan.digests and i not in skip]
             return scan.total - len(scan.not_run) - len(report.done_before)
 
+        held = LeftBehind()
+
+        def last() -> Iterator[Batch]:
+            """The files that go with their folder, checked once everything else is done
+            (and noted in `held`), each kept where its folder keeps an artifact this apply
+            did not carry out (now, or for good before)."""
+            if not waiting:
+                return
+            held.left(journal.skipped_for_good(engine, plan_id))
+            with pipeline(_chunks(iter(waiting))) as after:
+                for chunk, pending, batch_checks in after:
+                    held.hold(batch_checks)
+                    yield chunk, pending, batch_checks
+
         if execution_id is None:
             count_todo()
-            for chunk, _, batch_checks in checks:
-                scan.verify_all(chunk)
-                report.add([_would(c, config.delete_mode) for c in batch_checks])
+            for batches in (checks, None):
+                for chunk, _, batch_checks in batches if batches is not None else last():
+                    scan.verify_all(chunk)
+                    outcomes = [_would(c, config.delete_mode) for c in batch_checks]
+                    held.note(outcomes)
+                    report.add(outcomes)
             report.executions = journal.executions(engine, plan_id)
             return report
         return _execute(
             engine,
             execution_id,
             scan,
-            checks,
+            (checks, last),
+            held,
             count_todo,
             report,
             actor,
@@ -281,7 +308,8 @@ def _execute(
     engine: Engine,
     execution_id: int,
     scan: PlanScan,
-    checks: CheckPipeline,
+    passes: tuple[Iterable[Batch], Callable[[], Iterable[Batch]]],
+    held: LeftBehind,
     count_todo: Callable[[], int],
     report: ExecutionReport,
     actor: str,
@@ -326,7 +354,9 @@ def _execute(
             delay = float(os.environ.get("GOVERN_TEST_APPLY_DELAY") or 0)
 
             def finish(batch: StartedBatch, removing: Future[Removed]) -> None:
-                report.add(runner.finish(engine, batch, removing.result()))
+                outcomes = runner.finish(engine, batch, removing.result())
+                held.note(outcomes)
+                report.add(outcomes)
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
                 if progress is not None:
                     progress(report, todo)
@@ -338,20 +368,24 @@ def _execute(
             # is written. Every removal is journaled `pending` (committed) before it is sent.
             # A batch whose removals were sent is finished (committed) even when the next
             # batch's check or start fails.
+            # The files that go with their folder come in a second pass, once every batch
+            # of the first is finished: whether they stay depends on those outcomes.
+            first, then = passes
             with ThreadPoolExecutor(1, thread_name_prefix="govern-remove") as removals:
-                in_flight: tuple[StartedBatch, Future[Removed]] | None = None
-                try:
-                    for chunk, pending, batch_checks in checks:
-                        scan.verify_all(chunk)  # nothing unverified is acted on
-                        batch = runner.start(engine, batch_checks, pending)
-                        sent = (batch, removals.submit(runner.remove, batch))
+                for batches in (first, None):
+                    in_flight: tuple[StartedBatch, Future[Removed]] | None = None
+                    try:
+                        for chunk, pending, batch_checks in batches or then():
+                            scan.verify_all(chunk)  # nothing unverified is acted on
+                            batch = runner.start(engine, batch_checks, pending)
+                            sent = (batch, removals.submit(runner.remove, batch))
+                            if in_flight is not None:
+                                earlier, in_flight = in_flight, None
+                                finish(*earlier)
+                            in_flight = sent
+                    finally:
                         if in_flight is not None:
-                            earlier, in_flight = in_flight, None
-                            finish(*earlier)
-                        in_flight = sent
-                finally:
-                    if in_flight is not None:
-                        finish(*in_flight)
+                            finish(*in_flight)
         status = _execution_status(scan, report)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
@@ -499,7 +533,10 @@ def _would(check: Check, mode: str) -> ActionOutcome:
         return outcome_for_check(check)
     action = check.action
     done = f" ({len(check.already)} done already)" if check.already else ""
-    outcome, reason = Outcome.WOULD_APPLY, f"would {action.action.value} {len(check.todo)} objects"
+    outcome, reason = (
+        Outcome.WOULD_APPLY,
+        f"would {action.action.value} {counted(len(check.todo), _noun(action))}",
+    )
     if not check.todo:
         outcome, reason = Outcome.OK, f"done already: {_done_already(check)}; nothing left to do"
     elif removes_objects(action):
@@ -534,6 +571,64 @@ def _pending(
     engine: Engine, plan_id: str, chunk: Sequence[PlannedAction]
 ) -> dict[tuple[int, str], Any]:
     return journal.pending_removals(engine, plan_id, [a.id for a in chunk if removes_objects(a)])
+
+
+def _noun(action: PlannedAction) -> str:
+    return "incomplete upload" if action.action is ActionType.ABORT_UPLOAD else "object"
+
+
+def _goes_with_its_folder(action: PlannedAction) -> bool:
+    """A delete of a loose file inside a folder (not at the root), of no kind of its own:
+    a run's status marker (`COMPLETED`), a tracker checkpoints depend on (DeepSpeed's
+    `latest`). The plan deletes such a file only with what depends on it; apply must not
+    delete it while an action on that folder is left undone (`LeftBehind`)."""
+    ref = action.artifact
+    return (
+        action.action is ActionType.DELETE
+        and ref.kind == "other"
+        and not ref.uri.endswith("/")
+        and ref.uri.rfind("/") >= len(ref.root_url)
+    )
+
+
+_CARRIED_OUT = (Outcome.OK, Outcome.WOULD_APPLY)
+
+
+class LeftBehind:
+    """The folders in which this apply left an action undone (skipped or failed), and
+    `hold`, which keeps the files that go with such a folder where they are.
+
+    A marker deleted beside a checkpoint that a legal hold kept made its completed run
+    read as abandoned; a `latest` deleted beside a stale checkpoint made that checkpoint
+    incomplete: residue, deleted whole by the next plan.
+    """
+
+    def __init__(self) -> None:
+        self._undone: dict[str, str] = {}  # folder URL -> the first artifact left in it
+
+    def note(self, outcomes: Iterable[ActionOutcome]) -> None:
+        """Outcomes of this apply: those not carried out leave their artifact behind."""
+        self.left(o.artifact_uri for o in outcomes if o.outcome not in _CARRIED_OUT)
+
+    def left(self, uris: Iterable[str]) -> None:
+        """These artifacts stay (undone): every folder above each keeps what goes with it."""
+        for uri in uris:
+            cut = uri.rfind("/", 0, len(uri) - 1)
+            while cut > 0 and uri[cut - 1] != "/":  # each folder above it, up to the scheme
+                self._undone.setdefault(uri[: cut + 1], uri)
+                cut = uri.rfind("/", 0, cut)
+
+    def hold(self, checks: Iterable[Check]) -> None:
+        for check in checks:
+            if check.skip is not None:
+                continue
+            uri = check.action.artifact.uri
+            left = self._undone.get(uri[: uri.rfind("/") + 1])
+            if left is not None:
+                check.skip_for(
+                    f"stale: {left} in its folder was not carried out, and this file goes "
+                    "with it (plan again once that is settled)"
+                )
 
 
 def _chunks(actions: Iterable[PlannedAction]) -> Iterator[list[PlannedAction]]:

@@ -216,6 +216,18 @@ def final_action_ids(engine: Engine, plan_id: str) -> Iterator[int]:
             yield int(action_id)
 
 
+def skipped_for_good(engine: Engine, plan_id: str) -> list[str]:
+    """The artifact URIs of the plan's actions an execution skipped for good (a lock, a
+    protection): done with, never carried out (their folders keep what goes with them)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(R.c.artifact_uri)
+            .where(and_(R.c.plan_id == plan_id, R.c.final.is_(True), R.c.outcome != "ok"))
+            .distinct()
+        )
+        return [str(uri) for (uri,) in rows]
+
+
 RESULT_COLUMNS = (
     "execution_id",
     "action_id",

@@ -99,6 +99,7 @@ class Seen:
     new: dict[int, list[str] | str] = field(default_factory=dict)  # see folders.new_objects
     uploads: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """root URL -> (key, upload id) of its incomplete uploads, for roots that could say."""
+    restored: Collection[tuple[str, str]] = ()  # (root URL, key): `_skip_restored` says so
 
 
 def check_actions(
@@ -127,7 +128,7 @@ def check_actions(
     folder of a whole-folder delete that it names neither the action nor `known` is new
     (see `folders`; without `known`, every such object is)."""
     states, listed = _current_states(actions, stores, concurrency)
-    seen = Seen(states)
+    seen = Seen(states, restored=restored)
     seen.quarantined, seen.unread_quarantine = _quarantine_copies(actions, states, stores, pending)
     seen.tagged = protected_now(actions, stores, protected_tags or {}, concurrency)
     seen.rest = rest_protected(actions, stores, protected_tags or {}, now, concurrency)
@@ -324,7 +325,8 @@ def _check_one(
             check.already.append(obj)  # copied onto itself by an interrupted apply
             check.copied_before.append((obj, state))
             continue
-        change = _changed(obj, state)
+        # a restored copy has a new time: `_skip_restored` names it as what it is
+        change = None if (root, obj.key) in seen.restored else _changed(obj, state)
         if change:
             problems.append(f"{obj.key} {change}")
         else:
@@ -383,7 +385,7 @@ def _changed(obj: ObjectRef, state: ObjectState) -> str | None:
         return "was rewritten (ETag differs)"
     if obj.version_id and state.version_id and state.version_id != obj.version_id:
         return "was re-uploaded (version differs)"
-    if not obj.etag.startswith("mtime:") and _second(state.last_modified) != _second(
+    if not state.etag.startswith("mtime:") and _second(state.last_modified) != _second(
         obj.class_since or obj.last_modified
     ):
         # the same bytes put again: same size and ETag, a new time (on a versioned bucket

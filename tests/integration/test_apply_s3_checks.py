@@ -162,7 +162,10 @@ def test_an_upload_still_there_is_aborted(
     doc = setup.plan()
     dry = json.loads(setup.apply(doc["plan_id"], "--dry-run").stdout)
     [would] = [r for r in dry["results"] if r["action"] == "abort_upload"]
-    assert (would["outcome"], would["reason"]) == ("would_apply", "would abort_upload 1 objects")
+    assert (would["outcome"], would["reason"]) == (
+        "would_apply",
+        "would abort_upload 1 incomplete upload",
+    )
     report = json.loads(setup.apply(doc["plan_id"]).stdout)
     [done] = [r for r in report["results"] if r["action"] == "abort_upload"]
     assert done["reason"] == "1 incomplete upload aborted"
