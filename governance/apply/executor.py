@@ -47,6 +47,7 @@ from governance.apply.types import (
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import CatalogError, RefusedError
+from governance.interrupts import release_frames, stop_between_steps
 from governance.plan.types import ActionType, PlannedAction, PlanStatus, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage.base import KeyResult
@@ -370,12 +371,17 @@ def _execute(
             # batch's check or start fails.
             # The files that go with their folder come in a second pass, once every batch
             # of the first is finished: whether they stay depends on those outcomes.
+            # A first Ctrl-C stops at the next batch (with the one under way committed).
             first, then = passes
-            with ThreadPoolExecutor(1, thread_name_prefix="govern-remove") as removals:
+            with (
+                stop_between_steps(f"apply of {plan_id}") as stop,
+                ThreadPoolExecutor(1, thread_name_prefix="govern-remove") as removals,
+            ):
                 for batches in (first, None):
                     in_flight: tuple[StartedBatch, Future[Removed]] | None = None
                     try:
                         for chunk, pending, batch_checks in batches or then():
+                            stop.check()
                             scan.verify_all(chunk)  # nothing unverified is acted on
                             batch = runner.start(engine, batch_checks, pending)
                             sent = (batch, removals.submit(runner.remove, batch))
@@ -383,6 +389,10 @@ def _execute(
                                 earlier, in_flight = in_flight, None
                                 finish(*earlier)
                             in_flight = sent
+                        stop.check()
+                    except KeyboardInterrupt as exc:
+                        release_frames(exc)  # a cursor it cut short holds the write lock
+                        raise
                     finally:
                         if in_flight is not None:
                             finish(*in_flight)

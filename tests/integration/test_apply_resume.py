@@ -225,3 +225,48 @@ def test_a_refused_apply_gives_the_lock_back_and_leaves_no_execution(tmp_path: P
     assert "pass --yes" in refused.stderr
     assert count(setup, "SELECT count(*) FROM executions") == 0
     assert count(setup, "SELECT count(*) FROM apply_locks") == 0
+
+
+def test_ctrl_c_stops_after_the_batch_under_way_with_everything_journaled(
+    tmp_path: Path,
+) -> None:
+    """The first SIGINT asks apply to stop: the batch under way is committed, nothing is
+    left `pending`, the lock is given back, exit 130; a second one stops at once. An
+    interrupt that landed inside a catalog write used to leave SQLite's write lock held
+    by a cut-short cursor: the apply hung, then failed with "database is locked"."""
+    setup, _, plan_id = build(tmp_path)
+    proc = start_apply(setup, plan_id, delay=0.2)
+    try:
+        wait_for(lambda: count(setup, "SELECT count(*) FROM action_results") >= 6)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert f"stopping apply of {plan_id} after the step under way" in err.decode()
+    done = count(setup, "SELECT count(*) FROM action_results")
+    assert 6 <= done < 3 * PREFIXES
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 0
+    assert count(setup, "SELECT count(*) FROM removed_objects") == done
+    assert count(setup, "SELECT count(*) FROM apply_locks") == 0
+    assert count(setup, "SELECT count(*) FROM executions WHERE status = 'interrupted'") == 1
+
+    proc = start_apply(setup, plan_id, delay=0.2)  # twice: stops where the second lands
+    try:
+        wait_for(lambda: count(setup, "SELECT count(*) FROM action_results") >= done + 3)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert count(setup, "SELECT count(*) FROM apply_locks") == 0
+    report = json.loads(setup.apply(plan_id).stdout)
+    assert report["plan_status"] == "applied"
+    assert [e["status"] for e in report["executions"]] == ["interrupted", "interrupted", "applied"]
+    assert count(setup, "SELECT count(DISTINCT action_id) FROM action_results") == 3 * PREFIXES
