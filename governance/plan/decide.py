@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from operator import attrgetter
 
 from governance.model.detectors import TRACKER_NAMES
-from governance.model.detectors.base import basename, parent
+from governance.model.detectors.base import STATE_COMPONENTS, basename, parent
 from governance.model.types import (
     Artifact,
     CatalogObject,
@@ -458,10 +458,15 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
         # then residue, and delete the weights this tier keeps.
         keep = set(tier.keep_components) | _ALWAYS_KEPT
         unwanted = [o for o, c in zip(objects, roles, strict=True) if c not in keep]
-        if not art.strippable:  # one Lightning .ckpt, one DCP shard set: state is inside
+        if not art.strippable and (
+            _STATE_INSIDE in art.note or not STATE_COMPONENTS.isdisjoint(roles)
+        ):
+            # one Lightning .ckpt, one DCP shard set: the detector says the state is inside
             notes.append(
                 "kept whole: it cannot be stripped (optimizer state is not in separate files)"
             )
+        elif not art.strippable:  # stripped already, or saved without state files
+            notes.append("kept whole: no optimizer, scheduler or RNG state files to drop")
         elif not unwanted:
             notes.append("kept whole (it has no other components)")
         elif ctx.decider.quarantine and not _FROZEN.isdisjoint(map(_CLASS_OF, unwanted)):
@@ -738,6 +743,10 @@ def _keep_frozen(decisions: list[Decision]) -> None:
             d.keep(d.rule, was.tier, _WHOLE, f"kept whole: {why}")
         else:
             d.reason = f"left as it is: {why}"
+
+
+_STATE_INSIDE = "cannot be stripped"
+"""What a detector's note says of a checkpoint whose state is inside its files."""
 
 
 def _frozen_why(n: int) -> str:

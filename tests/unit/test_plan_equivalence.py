@@ -191,9 +191,12 @@ _TIERS = [
 def _select_tier_by_tier(
     tiers: list[Tier], ckpts: list[Artifact], status: RunStatus, as_of: datetime
 ) -> dict[str, list[tuple[int, str]]]:
-    """`tiers.select` as it was: each tier filters by subtracting ages, and sorts alone."""
+    """`tiers.select` as it was: each tier filters by subtracting ages, and sorts alone
+    (by the run's order: where only some checkpoints have a step, a stepless one's place
+    depends on steps outside a tier's window)."""
     r = run("a", status, artifacts=ckpts)
     at = tiering.written(ckpts)
+    newer = tiering.order_key(ckpts, at)
     # the run's final checkpoint: the newest of all, whatever a tier's window
     final = tiering.newest(ckpts, at) if status is RunStatus.COMPLETED else None
     picks: dict[str, list[tuple[int, str]]] = {}
@@ -202,7 +205,8 @@ def _select_tier_by_tier(
             candidates = list(ckpts)
         else:
             candidates = [c for c in ckpts if as_of - at[id(c)] <= tier.max_age]
-        for key, whys in tiering._tier_select(tier, candidates, r, at, None, final).items():
+        ordered = sorted(candidates, key=newer, reverse=True)
+        for key, whys in tiering._tier_select(tier, candidates, r, at, ordered, final).items():
             picks.setdefault(key, []).append((index, "; ".join(whys)))
     return picks
 

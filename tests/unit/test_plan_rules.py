@@ -11,6 +11,7 @@ from governance.plan.types import ActionType, KeptHow, PlanStatus
 from governance.policy.models import Policy
 from tests.unit.plan_factories import (
     AS_OF,
+    FULL_STATE,
     ROOT,
     KiB,
     MiB,
@@ -409,6 +410,20 @@ def test_not_strippable_is_kept_whole_and_says_so() -> None:
     assert "cannot be stripped" in kept.reason
     [archive] = actions_for(plan, best.key)
     assert len(archive.objects) == 4  # everything but the 2 KiB metadata file
+
+
+def test_a_checkpoint_stripped_already_says_it_has_no_state_to_drop() -> None:
+    """After an applied strip its folder holds weights and metadata: the plans after
+    must not claim its optimizer state is inside the files (it is gone)."""
+    files = tuple(f for f in FULL_STATE if f[1] in (Component.WEIGHTS, Component.METADATA))
+    best = checkpoint(R, 100, 20, metrics={"eval_loss": 0.1}, strippable=False, files=files)
+    last = checkpoint(R, 300, 10)
+    plan = make_plan([group("a", [best, last])], policy(_strip_archive()))
+    kept = kept_for(plan, best.key)
+    assert kept is not None
+    assert "kept whole: no optimizer, scheduler or RNG state files to drop" in kept.reason
+    assert "cannot be stripped" not in kept.reason
+    assert kinds(plan, best.key) == ["archive"]
 
 
 @pytest.mark.parametrize("otherwise", ["delete", "keep"])

@@ -101,6 +101,7 @@ class MegatronDetector(Detector):
         if not tracked.complete:
             problems.append(tracked.reason)
         form = "torch_dist" if dist else "legacy"
+        strippable = not dist and "distrib_optim.pt" in {n.rpartition("/")[2] for n in names}
         verdict = Verdict(not problems, "; ".join(problems) or f"{form} form; {tracked.reason}")
         return artifact(
             unit,
@@ -110,6 +111,8 @@ class MegatronDetector(Detector):
             megatron_component,
             step=step,
             verdict=verdict,
-            strippable=not dist and "distrib_optim.pt" in {n.rpartition("/")[2] for n in names},
-            note=f"{form} form",
+            strippable=strippable,
+            # (torch_dist shards, or legacy without a distributed optimizer: the state is
+            # in model_optim_rng.pt with the weights)
+            note=f"{form} form" if strippable else f"{form} form: cannot be stripped",
         )
