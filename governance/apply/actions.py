@@ -23,12 +23,13 @@ from governance.apply.modes import (
     copy_to,
     delete_keys,
     latest_delete_marker,
+    quarantine_class,
     remove,
 )
 from governance.apply.preconditions import Check, in_place_class
 from governance.apply.types import ActionOutcome, Outcome, StoreFactory
 from governance.errors import GovernanceError
-from governance.plan.types import ActionType, PlannedAction, removes_objects
+from governance.plan.types import ActionType, ObjectRef, PlannedAction, removes_objects
 from governance.policy.models import ApplyConfig
 from governance.storage import normalize_url
 from governance.storage.base import KeyResult
@@ -105,7 +106,7 @@ class ActionRunner:
         rows: list[tuple[Any, ...]] = []
         for c in removal:
             for o in c.todo:
-                item = self._item(c.action, o.key, o.size)
+                item = self._item(c.action, o)
                 items.append(item)
                 earlier = pending.get((c.action.id, o.key)) if pending else None
                 if earlier is None or earlier["state"] != "pending":
@@ -294,12 +295,14 @@ class ActionRunner:
 
     # -- rows --------------------------------------------------------------------------
 
-    def _item(self, action: PlannedAction, key: str, size: int | None = None) -> Item:
-        root = action.artifact.root_url
+    def _item(self, action: PlannedAction, obj: ObjectRef) -> Item:
+        root, key = action.artifact.root_url, obj.key
         if self.config.delete_mode != "quarantine":
-            return Item(action.id, root, key, size=size)
+            return Item(action.id, root, key, size=obj.size)
         where = quarantine_key(self.plan_id, root, key)
-        return Item(action.id, root, key, self.quarantine_root(root), where, size)
+        # the copy's class: STANDARD unless its own costs less for quarantine_for
+        held = quarantine_class(obj.storage_class, self.config.quarantine_for, obj.size)
+        return Item(action.id, root, key, self.quarantine_root(root), where, obj.size, held)
 
     def _pending_row(self, action: PlannedAction, item: Item, etag: str) -> tuple[Any, ...]:
         """A `removed_objects` row in journal.PENDING_COLUMNS order."""

@@ -2,13 +2,16 @@
 
 - `quarantine`: copy each object to `<quarantine_url><plan_id>/<root-relative key>`, then
   delete the sources. An action whose copies did not all succeed deletes nothing (its
-  stray quarantine copies are removed again).
+  stray quarantine copies are removed again). A copy is the object as it was: content,
+  metadata, tags and storage class (`restore` copies it back in that class).
 - `versioned`: a plain delete on a bucket with versioning on; the delete marker's version
   id is the way back.
 - `permanent`: a plain delete.
 
 Deletes of many actions go to the Store together (it batches DeleteObjects by 1,000), and
 per-key results are mapped back to the objects; copies run in a bounded thread pool.
+Quarantine and archive locations are opened for the root they serve (`open_destination`),
+so that one in a bucket of its own gets that root's endpoint and credentials.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from governance.apply.types import StoreFactory
+from governance.apply.types import StoreFactory, open_destination
 from governance.errors import GovernanceError
 from governance.storage.base import KeyResult, Store
 
@@ -36,6 +40,7 @@ class Item:
     quarantine_root: str | None = None
     quarantine_key: str | None = None
     size: int | None = None  # as the plan saw it and the precondition check confirmed
+    storage_class: str | None = None  # the quarantine copy's (`quarantine_class`); None: STANDARD
 
 
 def run_pool(
@@ -98,8 +103,18 @@ def _quarantine_copy(
     """Copy into quarantine; returns the items whose whole action was copied, and failures."""
 
     def copy(item: Item) -> KeyResult:
-        dest = stores(item.quarantine_root or "")
-        return stores(item.root_url).copy(item.key, dest, item.quarantine_key or "", size=item.size)
+        source = stores(item.root_url)
+        dest = open_destination(stores, item.quarantine_root or "", item.root_url)
+        # The copy's class is the item's (see `quarantine_class`), else STANDARD: named,
+        # so that the store need not ask the object's own. The way back does not depend
+        # on it: restore puts each object back in the class it had.
+        return source.copy(
+            item.key,
+            dest,
+            item.quarantine_key or "",
+            storage_class=class_for(source, dest, item.storage_class or "STANDARD"),
+            size=item.size,
+        )
 
     copied = run_pool(copy, items, concurrency)
     bad_actions: dict[int, str] = {}
@@ -146,17 +161,59 @@ def copy_to(
 
     def copy(item: tuple[int, str, str, str, str]) -> KeyResult:
         _, root, key, dest_root, dest_key = item
-        source, dest = stores(root), stores(dest_root)
-        result = source.copy(key, dest, dest_key)
+        source, dest = stores(root), open_destination(stores, dest_root, root)
+        before = source.head([key]).get(key)
+        if before is None:
+            return KeyResult(key, False, error=f"{source.uri(key)}: no such key")
+        # a copy of the object as it is, in its class (its size spares the copy a lookup)
+        wanted = class_for(source, dest, before.storage_class)
+        result = source.copy(key, dest, dest_key, storage_class=wanted, size=before.size)
         if not result.ok:
             return result
-        before, after = source.head([key]).get(key), dest.head([dest_key]).get(dest_key)
-        if before is None or after is None or before.size != after.size:
+        after = dest.head([dest_key]).get(dest_key)
+        if after is None or before.size != after.size:
             return KeyResult(key, False, error=f"copy to {dest.uri(dest_key)} not verified")
         return result
 
     results = run_pool(copy, items, concurrency)
     return {(i[0], i[2]): r for i, r in zip(items, results, strict=True)}
+
+
+def quarantine_class(storage_class: str | None, keep_for: timedelta, size: int) -> str:
+    """The class to write a quarantine copy of an object of `size` bytes in `storage_class`
+    in, to be kept `keep_for` (`apply.quarantine_for`): its own class when that costs
+    less there than STANDARD (list prices, with the class's minimum storage duration and
+    minimum billed size: STANDARD_IA and ONEZONE_IA bill 30 days, GLACIER_IR 90, each at
+    least 128 KiB), else STANDARD, which also reads back without a retrieval fee. For the
+    default 14 days that keeps ONEZONE_IA and moves STANDARD_IA, GLACIER_IR and
+    INTELLIGENT_TIERING objects to STANDARD; from 17 days on, STANDARD_IA and GLACIER_IR
+    objects of 128 KiB or more keep theirs. Restore does not depend on it: it puts each
+    object back in the class it had.
+
+        >>> quarantine_class("GLACIER_IR", timedelta(days=14), 2**30)
+        'STANDARD'
+        >>> quarantine_class("GLACIER_IR", timedelta(days=30), 2**30)
+        'GLACIER_IR'
+    """
+    from governance.plan.costs import MIN_DAYS, MIN_TRANSITION_BYTES
+    from governance.policy.fields import DEFAULT_PRICING, StorageClass
+
+    if not storage_class or storage_class not in StorageClass.__members__:
+        return "STANDARD"
+    days = keep_for.total_seconds() / 86_400
+    own = DEFAULT_PRICING[StorageClass(storage_class)]
+    billed_days = max(days, MIN_DAYS.get(storage_class, 0))
+    billed_size = max(size, MIN_TRANSITION_BYTES.get(storage_class, 0))
+    standard = DEFAULT_PRICING[StorageClass.STANDARD] * days * size
+    return storage_class if own * billed_days * billed_size < standard else "STANDARD"
+
+
+def class_for(source: Store, dest: Store, storage_class: str | None) -> str | None:
+    """The storage class to ask a copy from `source` to `dest` for, to keep the object's
+    `storage_class`: None (the store's own choice) where either side has no classes."""
+    if storage_class and source.supports_storage_classes and dest.supports_storage_classes:
+        return storage_class
+    return None
 
 
 # ----------------------------------------------------------------------------- versions

@@ -5,15 +5,22 @@ back to their original key and then removed from quarantine; versioned deletes a
 undone by deleting the delete marker; permanent deletes cannot be undone and say so.
 An object that exists again at its original key is never overwritten.
 
+A copy back keeps the quarantine copy's metadata and tags and puts the object back in the
+storage class it had: the quarantine copy's own when that is not STANDARD (apply may keep
+an object's class in quarantine: see `modes.quarantine_class`), else the class the plan
+saw the object in (apply writes quarantine copies in STANDARD by default; so did earlier
+releases, always). Between S3 and a filesystem only the bytes travel.
+
     restore_plan(engine, plan_id, actor="ops", now=now, stores=opener,
                  uris=["s3://b/runs/r1/checkpoint-4000/"])
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,9 +28,15 @@ from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
 from governance.apply.journal import CopiedInPlace, O, record_copies_in_place
-from governance.apply.modes import delete_keys, delete_version, run_pool
-from governance.apply.types import RestoredObject, RestoreReport, StoreFactory
+from governance.apply.modes import class_for, delete_keys, delete_version, run_pool
+from governance.apply.types import (
+    RestoredObject,
+    RestoreReport,
+    StoreFactory,
+    open_destination,
+)
 from governance.catalog.plans import load_plan_header
+from governance.catalog.tables import PlanActionRow
 from governance.errors import ArgumentError
 from governance.storage.base import KeyResult, ObjectState
 
@@ -65,16 +78,21 @@ def restore_plan(
         if dry_run:
             report.objects += [_restored(r, KeyResult(r["key"], True)) for r in batch]
             continue
-        results, copied = _restore_batch(batch, stores, concurrency)
+        planned = _planned_classes(engine, plan_id, batch)
+        results, copied = _restore_batch(batch, stores, concurrency, planned)
         report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
         _commit(engine, plan_id, actor, batch, results, now, _copies_back(batch, results, copied))
     return report
 
 
 def _restore_batch(
-    rows: Sequence[dict[str, Any]], stores: StoreFactory, concurrency: int
+    rows: Sequence[dict[str, Any]],
+    stores: StoreFactory,
+    concurrency: int,
+    planned: Mapping[tuple[int, str], str] | None = None,
 ) -> tuple[list[KeyResult], dict[int, ObjectState]]:
-    """Each row's result, and for each object copied back (by row id), what it is now."""
+    """Each row's result, and for each object copied back (by row id), what it is now.
+    `planned`: (action id, key) -> the storage class the plan saw the object in."""
     now: dict[int, ObjectState] = {}
 
     def one(row: dict[str, Any]) -> KeyResult:
@@ -89,8 +107,16 @@ def _restore_batch(
             if not marker:
                 return KeyResult(key, False, error="the delete marker's version id is unknown")
             return delete_version(store, key, marker)  # the old version, as it was
-        quarantine = stores(row["quarantine_root"])
-        copied = quarantine.copy(row["quarantine_key"], store, key)
+        quarantine = open_destination(stores, row["quarantine_root"], row["root_url"])
+        held = quarantine.head([row["quarantine_key"]]).get(row["quarantine_key"])
+        if held is None:
+            where = quarantine.uri(row["quarantine_key"])
+            return KeyResult(key, False, error=f"copy back failed: {where}: no such key")
+        was = (planned or {}).get((row["action_id"], key))
+        wanted = class_for(quarantine, store, _class_back(held.storage_class, was))
+        copied = quarantine.copy(
+            row["quarantine_key"], store, key, storage_class=wanted, size=held.size
+        )
         if not copied.ok:
             return KeyResult(key, False, error=f"copy back failed: {copied.error}")
         back = store.head([key]).get(key)
@@ -116,6 +142,38 @@ def _restore_batch(
     ]
     delete_keys(stores, done_copies)  # a copy left behind is purged later: harmless
     return results, now
+
+
+def _class_back(held: str | None, planned: str | None) -> str | None:
+    """The class an object goes back in: its quarantine copy's (the class it had when it
+    was removed), unless that copy says only STANDARD or nothing and the plan saw another
+    (a copy made by an earlier release, or kept where there are no classes)."""
+    if held and held != "STANDARD":
+        return held
+    return planned or held
+
+
+def _planned_classes(
+    engine: Engine, plan_id: str, rows: Sequence[dict[str, Any]]
+) -> dict[tuple[int, str], str]:
+    """(action id, key) -> the storage class the plan saw, for the quarantined objects of
+    `rows` (one read of their actions' object lists)."""
+    wanted = {(r["action_id"], r["key"]) for r in rows if r["mode"] == "quarantine"}
+    ids = sorted({action_id for action_id, _ in wanted})
+    table = PlanActionRow.__table__  # type: ignore[attr-defined]
+    found: dict[tuple[int, str], str] = {}
+    with engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            query = select(table.c.action_id, table.c.objects).where(
+                table.c.plan_id == plan_id, table.c.action_id.in_(ids[start : start + 500])
+            )
+            for action_id, objects in conn.execute(query):
+                listed = json.loads(objects) if isinstance(objects, str) else objects or ()
+                for entry in listed:  # OBJECT_FIELDS: key, size, etag, time, class, ...
+                    key, storage_class = entry[0], entry[4]
+                    if storage_class and (action_id, key) in wanted:
+                        found[(action_id, key)] = storage_class
+    return found
 
 
 def _copies_back(

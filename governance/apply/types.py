@@ -6,6 +6,7 @@ in the Cloud Custodian habit: ok, skipped or failed, never a silent half.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -17,9 +18,12 @@ from typing import Any
 from governance.storage import normalize_url, open_store
 from governance.storage.base import Store
 
+log = logging.getLogger(__name__)
+
 StoreFactory = Callable[[str], Store]
 """Opens a Store for any URL apply touches: a root, an artifact prefix, a quarantine or
-archive location (with the endpoint and credentials of the policy root it lies under)."""
+archive location (with the endpoint and credentials of the policy root it lies under, or
+of the root it serves: see `StoreOpener` and `open_destination`)."""
 
 
 class Outcome(StrEnum):
@@ -228,12 +232,26 @@ class StoreSettings:
     profile: str | None = None
     region: str | None = None
 
+    @property
+    def connection(self) -> tuple[str | None, str | None, str | None]:
+        """What opening a store takes from these settings: endpoint, profile, region."""
+        return (self.endpoint_url, self.profile, self.region)
+
+
+_DEFAULTS = StoreSettings("")
+
 
 class StoreOpener:
     """A StoreFactory that reuses stores and picks settings by the longest matching root.
 
     A URL under no configured root, but in the same bucket as one, borrows that root's
-    endpoint and profile (a quarantine at the top of the bucket); otherwise defaults.
+    endpoint and profile (a quarantine at the top of the bucket). A quarantine or archive
+    location elsewhere (another bucket) serves a root: opened with `destination(url,
+    root)`, it gets the settings of that root, and keeps them for later plain calls of
+    the same URL (deleting stray copies, restoring). A URL known neither way (purging a
+    quarantine at the start of an apply) gets the settings that every configured root of
+    its scheme shares, when they share one endpoint, profile and region; otherwise
+    defaults (logged: roots on several endpoints leave it open which one is meant).
     """
 
     def __init__(self, roots: Sequence[StoreSettings] = (), concurrency: int = 16) -> None:
@@ -246,10 +264,13 @@ class StoreOpener:
             reverse=True,
         )
         self._concurrency = concurrency
-        self._stores: dict[str, Store] = {}
+        self._stores: dict[tuple[str, tuple[str | None, ...]], Store] = {}
+        self._serving: dict[str, StoreSettings] = {}  # destination URL -> its root's settings
+        self._warned: set[str] = set()
         self._lock = threading.Lock()
 
     def settings_for(self, url: str) -> StoreSettings | None:
+        """The settings of the configured root over `url`, or of one in its bucket."""
         for root in self._roots:
             if url.startswith(root.url):
                 return root
@@ -261,21 +282,80 @@ class StoreOpener:
         root above it, or one in the same bucket)."""
         return self.settings_for(normalize_url(root_url)) is not None
 
+    def destination(self, url: str, serves: str) -> Store:
+        """The store of `url`, a quarantine or archive location that holds copies of root
+        `serves`'s objects: with the settings of its own configured root if it has one
+        (see `settings_for`), else with those root `serves` is opened with. Later plain
+        calls of `url` (or of a URL under it) get the same settings; should two roots on
+        different endpoints share one such location, each root's copies go to its own
+        endpoint, and plain calls get the first one's."""
+        normalized = normalize_url(url)
+        found = self.settings_for(normalized)
+        if found is None:
+            found = self._resolve(normalize_url(serves))
+            if found is not None:
+                with self._lock:
+                    self._serving.setdefault(normalized, found)
+        return self._open(normalized, found)
+
     def __call__(self, url: str) -> Store:
         normalized = normalize_url(url)
+        return self._open(normalized, self._resolve(normalized))
+
+    def _resolve(self, url: str) -> StoreSettings | None:
+        found = self.settings_for(url)
+        if found is not None:
+            return found
         with self._lock:
-            store = self._stores.get(normalized)
+            served = sorted(self._serving.items(), key=lambda kv: len(kv[0]), reverse=True)
+        for destination, settings in served:
+            if url.startswith(destination):
+                return settings
+        return self._shared(url)
+
+    def _shared(self, url: str) -> StoreSettings | None:
+        """The settings all configured roots of `url`'s scheme share; None when there are
+        none, or when they differ (then defaults, with a warning once per URL)."""
+        scheme = url.split("://", 1)[0]
+        if scheme == "file":
+            return None  # nothing to choose: local paths take no settings
+        same = [r for r in self._roots if r.url.split("://", 1)[0] == scheme]
+        connections = {r.connection for r in same}
+        if len(connections) == 1:
+            return same[0]
+        if len(connections) > 1 and url not in self._warned:
+            self._warned.add(url)
+            log.warning(
+                "%s is under no storage root, and the storage roots use different "
+                "endpoints or credentials: opened with the default ones",
+                url,
+            )
+        return None
+
+    def _open(self, url: str, found: StoreSettings | None) -> Store:
+        settings = found or _DEFAULTS
+        key = (url, settings.connection)
+        with self._lock:
+            store = self._stores.get(key)
             if store is None:
-                found = self.settings_for(normalized)
                 store = open_store(
-                    normalized,
-                    endpoint_url=found.endpoint_url if found else None,
-                    profile=found.profile if found else None,
-                    region=found.region if found else None,
+                    url,
+                    endpoint_url=settings.endpoint_url,
+                    profile=settings.profile,
+                    region=settings.region,
                     concurrency=self._concurrency,
                 )
-                self._stores[normalized] = store
+                self._stores[key] = store
             return store
+
+
+def open_destination(stores: StoreFactory, url: str, serves: str) -> Store:
+    """The store of a quarantine or archive location `url` holding copies of root
+    `serves`'s objects: with that root's endpoint and credentials when no configured root
+    covers `url` (a StoreOpener; any other factory is simply called)."""
+    if isinstance(stores, StoreOpener):
+        return stores.destination(url, serves)
+    return stores(url)
 
 
 def _bucket(url: str) -> str | None:

@@ -1,7 +1,8 @@
 """S3Store: a Store on boto3, with the S3 API limits enforced at this lowest layer.
 
 Listing fans out over prefixes (see `s3_listing`); DeleteObjects goes in batches of at
-most 1,000 keys; copies use boto3's managed copy (multipart above the threshold).
+most 1,000 keys; copies are one CopyObject, or boto3's managed copy (multipart above the
+threshold), and keep metadata, tags and storage class (streamed across endpoints).
 Retries of throttling and connection errors live in botocore's `standard` mode only.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, cast
+from urllib.parse import quote, urlencode
 
 import boto3
 import botocore.session
@@ -57,6 +59,20 @@ DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
 COPY_OBJECT_MAX_BYTES = 5 * 1024**3  # CopyObject copies at most 5 GiB in one request
 _MISSING_KEY_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _FATAL = (BadCredentialsError, UnreachableError, NoSuchRootError)
+_KEPT_HEADERS = (
+    "CacheControl",
+    "ContentDisposition",
+    "ContentEncoding",
+    "ContentLanguage",
+    "ContentType",
+    "Expires",
+    "WebsiteRedirectLocation",
+    "Metadata",
+)
+"""What a streamed copy takes from GetObject's answer into the upload (as a CopyObject
+with MetadataDirective COPY would keep it); encryption, ACLs and locks are the
+destination's own."""
+_NO_TAGS_CODES = frozenset({"AccessDenied", "403", "NotImplemented", "501"})
 
 
 def parse_timestamp(value: Any) -> datetime:
@@ -431,64 +447,31 @@ class S3Store:
         storage_class: str | None = None,
         size: int | None = None,
     ) -> KeyResult:
-        """Server-side copy keeping metadata and tags: one CopyObject when `size` is known
-        to be within its 5 GiB limit, else boto3's managed copy (which first asks the
-        object's size, then copies in parts above the multipart threshold).
+        """Copy one object, keeping its metadata (user metadata and Content-Type,
+        Content-Encoding, Cache-Control, Content-Disposition, Content-Language, Expires),
+        its tags and, unless `storage_class` names another, its storage class.
 
-        Across endpoints the bytes are streamed through this process instead; user
-        metadata is kept, tags are not.
+        On one endpoint the copy is server-side: one CopyObject when `size` is known to
+        be within its 5 GiB limit, else boto3's managed copy (which first asks the
+        object's size, then copies in parts above the multipart threshold). Without
+        `storage_class`, a HEAD first learns the object's class (S3 would make the copy
+        STANDARD) and its size. Across endpoints, or to a store of another kind, the
+        bytes are streamed through this process, with the same metadata, tags (S3
+        destinations) and class; a filesystem keeps only the bytes.
         """
         source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": self.prefix + key}
         try:
             if isinstance(dest, S3Store) and dest.endpoint_url == self.endpoint_url:
-                extra = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
-                if storage_class:
-                    extra["StorageClass"] = storage_class
-                if size is not None and size <= COPY_OBJECT_MAX_BYTES:
-                    answer = dest._client.copy_object(
-                        CopySource=source,
-                        Bucket=dest.bucket,
-                        Key=dest.prefix + dest_key,
-                        **extra,  # type: ignore[arg-type]
-                    )
-                    made = answer.get("CopyObjectResult") or {}
-                    when = made.get("LastModified")
-                    return KeyResult(
-                        key,
-                        True,
-                        version_id=answer.get("VersionId"),
-                        etag=str(made.get("ETag", "")).strip('"') or None,
-                        last_modified=utc(when) if when is not None else None,
-                    )
-                dest._client.copy(
-                    source,
-                    dest.bucket,
-                    dest.prefix + dest_key,
-                    ExtraArgs=extra,
-                    SourceClient=self._client,
-                    Config=dest._transfer,
-                )
-                # the managed copy returns nothing: what it wrote is asked (one HEAD; the
-                # copy is done either way, so a failed HEAD only leaves it unrecorded)
-                try:
-                    state = dest._head_one(dest_key)
-                except StorageError:
-                    state = None
-                if state is None:
-                    return KeyResult(key, True)
-                return KeyResult(
-                    key,
-                    True,
-                    version_id=state.version_id,
-                    etag=state.etag,
-                    last_modified=state.last_modified,
-                )
-            elif isinstance(dest, WritableStore):
-                response = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
-                with response["Body"] as body:
-                    dest.put_stream(
-                        dest_key, cast(IO[bytes], body), storage_class, response.get("Metadata")
-                    )
+                if storage_class is None:
+                    state = self._head_one(key)
+                    if state is None:
+                        return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
+                    size = state.size if size is None else size
+                    if state.storage_class != "STANDARD":  # the default: not asked for
+                        storage_class = state.storage_class
+                return self._copy_server_side(source, key, dest, dest_key, storage_class, size)
+            if isinstance(dest, WritableStore):
+                self._copy_streamed(key, dest, dest_key, storage_class)
             else:
                 return KeyResult(key, False, error=f"cannot write to {dest.url}")
         except Exception as exc:
@@ -497,6 +480,99 @@ class S3Store:
                 return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
             return KeyResult(key, False, error=str(translate(self.url, exc)))
         return KeyResult(key, True)
+
+    def _copy_server_side(
+        self,
+        source: CopySourceTypeDef,
+        key: str,
+        dest: S3Store,
+        dest_key: str,
+        storage_class: str | None,
+        size: int | None,
+    ) -> KeyResult:
+        """CopyObject or the managed copy, on one endpoint (see `copy`). MetadataDirective
+        COPY keeps the user and system metadata, TaggingDirective COPY the tags (the
+        managed copy's multipart path copies both itself)."""
+        extra = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
+        if storage_class:
+            extra["StorageClass"] = storage_class
+        if size is not None and size <= COPY_OBJECT_MAX_BYTES:
+            answer = dest._client.copy_object(
+                CopySource=source,
+                Bucket=dest.bucket,
+                Key=dest.prefix + dest_key,
+                **extra,  # type: ignore[arg-type]
+            )
+            made = answer.get("CopyObjectResult") or {}
+            when = made.get("LastModified")
+            return KeyResult(
+                key,
+                True,
+                version_id=answer.get("VersionId"),
+                etag=str(made.get("ETag", "")).strip('"') or None,
+                last_modified=utc(when) if when is not None else None,
+            )
+        dest._client.copy(
+            source,
+            dest.bucket,
+            dest.prefix + dest_key,
+            ExtraArgs=extra,
+            SourceClient=self._client,
+            Config=dest._transfer,
+        )
+        # the managed copy returns nothing: what it wrote is asked (one HEAD; the copy is
+        # done either way, so a failed HEAD only leaves it unrecorded)
+        try:
+            state = dest._head_one(dest_key)
+        except StorageError:
+            state = None
+        if state is None:
+            return KeyResult(key, True)
+        return KeyResult(
+            key,
+            True,
+            version_id=state.version_id,
+            etag=state.etag,
+            last_modified=state.last_modified,
+        )
+
+    def _copy_streamed(
+        self, key: str, dest: WritableStore, dest_key: str, storage_class: str | None
+    ) -> None:
+        """GetObject, and upload its body to `dest` with what its headers say (and, to
+        S3, the tags: one GetObjectTagging when the object has any)."""
+        response = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+        with response["Body"] as body:
+            wanted = storage_class or response.get("StorageClass")
+            if not isinstance(dest, S3Store):
+                dest.put_stream(dest_key, cast(IO[bytes], body), wanted, response.get("Metadata"))
+                return
+            headers = cast(Mapping[str, Any], response)
+            extra: dict[str, Any] = {
+                name: headers[name] for name in _KEPT_HEADERS if headers.get(name)
+            }
+            if wanted:
+                extra["StorageClass"] = wanted
+            tags = self._tags_to_copy(key, response.get("TagCount"))
+            if tags:
+                extra["Tagging"] = urlencode(tags, quote_via=quote)
+            dest._upload(dest_key, cast(IO[bytes], body), extra)
+
+    def _tags_to_copy(self, key: str, count: int | None) -> dict[str, str]:
+        """The object's tags for a streamed copy: none when GetObject counted none, else
+        asked. Where S3 gave no count (it gives none to a caller who may not read tags,
+        and some stores never do), a refused or unsupported GetObjectTagging means none
+        can be copied: the copy goes on without them, as it did before."""
+        if count == 0:
+            return {}
+        try:
+            response = self._client.get_object_tagging(Bucket=self.bucket, Key=self.prefix + key)
+        except Exception as exc:
+            coded = client_error_code(exc)
+            if count is None and coded is not None and coded[0] in _NO_TAGS_CODES:
+                return {}
+            raise
+        return {t["Key"]: t["Value"] for t in response.get("TagSet", ())}
 
     def put_stream(
         self,
@@ -511,9 +587,13 @@ class S3Store:
             extra["StorageClass"] = storage_class
         if metadata:
             extra["Metadata"] = dict(metadata)
+        self._upload(key, stream, extra)
+
+    def _upload(self, key: str, stream: IO[bytes], extra: Mapping[str, Any]) -> None:
+        """upload_fileobj with `extra` as its ExtraArgs (multipart above the threshold)."""
         try:
             self._client.upload_fileobj(
-                stream, self.bucket, self.prefix + key, ExtraArgs=extra, Config=self._transfer
+                stream, self.bucket, self.prefix + key, ExtraArgs=dict(extra), Config=self._transfer
             )
         except Exception as exc:
             raise translate(self.url, exc) from exc
