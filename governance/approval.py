@@ -433,7 +433,10 @@ def reject(
         _lock_plan(conn, plan_id)
         facts, decisions = _read(conn, plan_id)
         if facts.status in _FINAL:
-            raise ApprovalError(f"plan {plan_id} is already {facts.status}: nothing to reject")
+            why = _NOTHING_TO_REJECT.get(
+                facts.status, f"is already {facts.status}: nothing to reject"
+            )
+            raise ApprovalError(f"plan {plan_id} {why}")
         mine = Decision(REJECT, actor, facts.fingerprint, comment.strip(), now)
         _insert(conn, plan_id, mine)
         _set_status(conn, plan_id, PlanStatus.REJECTED)
@@ -450,6 +453,24 @@ def reject(
             },
         )
     return derive(replace(facts, status=PlanStatus.REJECTED), [*decisions, mine], now)
+
+
+_NOTHING_TO_REJECT = {
+    PlanStatus.WHAT_IF: (
+        "is a what-if plan (made as of a time after it was made): it is never approved or "
+        "applied, so there is nothing to reject"
+    ),
+    PlanStatus.REFUSED: (
+        "was refused when it was made (over a safety limit): it is never approved or "
+        "applied, so there is nothing to reject"
+    ),
+    PlanStatus.REJECTED: "is already rejected: nothing more to reject",
+    PlanStatus.EXPIRED: (
+        "has expired (its approval ran out): it can never be applied, so there is nothing to reject"
+    ),
+    PlanStatus.APPLIED: "has already been applied: too late to reject it",
+}
+"""Why `reject` refuses a plan of each final status, in plain words."""
 
 
 def check_applicable(

@@ -124,7 +124,7 @@ class PlanHistory:
             events.append((d.at, f"{verb} by {d.actor}{stale}{note}"))
         for e in self.executions:
             what = "apply (non-destructive only)" if e.only_non_destructive else "apply"
-            counts = f"{e.ok} ok, {e.skipped} skipped, {e.failed} failed"
+            counts = f"{e.ok:,} ok, {e.skipped:,} skipped, {e.failed:,} failed"
             error = f"; {e.error}" if e.error else ""
             events.append(
                 (

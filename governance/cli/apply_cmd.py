@@ -3,8 +3,8 @@
 Exit codes (spec/cli.md): 0 all done; 1 some action (or object) failed, or could not
 be checked (a read that failed); 2 unknown plan
 or bad arguments; 3 refused (not approved, expired, a what-if plan made as of a future
-time, lock held, permanent without --yes) or, after the rest was applied, some action
-skipped as stale. When actions both failed and were stale, 1 wins.
+time, lock held, permanent without --yes) or, after the others were carried out, some
+action skipped as stale. When actions both failed and were stale, 1 wins.
 Reports go to stdout; progress goes to stderr.
 """
 
@@ -99,8 +99,8 @@ def apply(
 
     Deletes go to quarantine by default (see `govern restore`). Running it again after an
     interruption finishes what is left and repeats nothing that was done. Exit 1 when an
-    action failed (or could not be checked); 3 when refused, or when an action was skipped as stale (the rest is
-    applied): plan again.
+    action failed (or could not be checked); 3 when refused, or when an action was skipped
+    as stale (the others are carried out): plan again.
     """
     from governance.apply import apply_plan
 
@@ -145,8 +145,8 @@ def _progress_line(report: ExecutionReport, total: int) -> str:
 
 def _exit_code(report: ExecutionReport) -> int:
     """0 all done; 1 some action failed (wins over stale: a failure needs a look, a retry
-    may fix it); 3 some action was skipped as stale (the rest was applied: the plan no
-    longer matches storage, re-plan). A dry run refuses nothing: stale is only noted."""
+    may fix it); 3 some action was skipped as stale (the others were carried out: the plan
+    no longer matches storage, re-plan). A dry run refuses nothing: stale is only noted."""
     if report.failed:
         return EXIT_FAILED
     if report.stale_count and not report.dry_run:
@@ -162,10 +162,31 @@ def _stale_line(report: ExecutionReport) -> str:
             f"{report.plan_id} was made; a real apply would exit 3; plan again (govern plan)"
         )
     return (
-        f"{counted(n, 'action')} skipped as stale: their objects changed since plan {report.plan_id} "
-        f"was made; the rest was applied (plan {report.plan_status}); plan again "
-        "(govern plan) to act on them"
+        f"{_stale_count(n, report.processed)} skipped as stale: their objects changed since plan "
+        f"{report.plan_id} was made; {_applied_besides(report)} (plan {report.plan_status}); "
+        "plan again (govern plan) to act on them"
     )
+
+
+def _stale_count(stale: int, processed: int) -> str:
+    """`2 actions`, or `all 5 actions` / `the only action` when nothing else was run."""
+    if stale < processed:
+        return counted(stale, "action")
+    return "the only action" if stale == 1 else f"all {counted(stale, 'action')}"
+
+
+def _applied_besides(report: ExecutionReport) -> str:
+    """What this run applied besides the stale actions, as it happened: `the rest was
+    applied` only when every other action of the run was; never when none was."""
+    from governance.apply.types import Outcome
+
+    ok = report.count(Outcome.OK)
+    others = report.processed - report.stale_count
+    if ok == 0:
+        return "nothing was applied" + (" in this run" if report.done_before else "")
+    if ok == others:
+        return "the rest was applied"
+    return f"{ok:,} of the other {counted(others, 'action')} applied"
 
 
 @click.command()
@@ -324,8 +345,8 @@ def _print_restore(report: RestoreReport) -> None:
     console.print(table)
     if report.dry_run:
         console.print(
-            f"{report.would_restore} would be restored, {report.failed} failed "
+            f"{report.would_restore:,} would be restored, {report.failed:,} failed "
             "(dry run: nothing restored)"
         )
     else:
-        console.print(f"{report.restored} restored, {report.failed} failed")
+        console.print(f"{report.restored:,} restored, {report.failed:,} failed")

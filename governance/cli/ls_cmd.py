@@ -17,6 +17,7 @@ from governance.storage import normalize_url
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
 
 TABLE_LIMIT = 2000
 
@@ -33,6 +34,16 @@ def _known_root(app: AppContext, root_url: str | None) -> str | None:
         known = ", ".join(r.url for r in list_roots(app.engine)) or "none yet: run `govern scan`"
         raise ArgumentError(f"--root {root_url}: not a root in the catalog (roots: {known})")
     return url
+
+
+def _nothing(what: str, root_url: str | None) -> Text:
+    """The line an empty listing prints instead of a table with no rows, as `govern plans`
+    and `govern audit` do: `no runs in the catalog`, `no artifacts of kind eval in root
+    s3://b/`."""
+    from rich.text import Text
+
+    where = f"in root {root_url}" if root_url else "in the catalog"
+    return Text(f"no {what} {where}")
 
 
 @click.group()
@@ -56,6 +67,9 @@ def ls_objects(app: AppContext, root_url: str | None, include_gone: bool, fmt: s
         return
     console = stdout_console()
     table, more = _objects_table(rows, wide=console.width >= NARROW)
+    if not table.row_count:
+        console.print(_nothing("objects", url), soft_wrap=True)
+        return
     print_fitted(console, table)
     if more:
         console.print(f"... and {more:,} more (use --format json for all)")
@@ -115,6 +129,9 @@ def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
         return
     console = stdout_console()
     table, in_flight = _runs_table(rows, wide=console.width >= NARROW)
+    if not table.row_count:
+        console.print(_nothing("runs", url), soft_wrap=True)
+        return
     print_fitted(console, table)
     if in_flight:
         console.print(IN_FLIGHT_NOTE, style="dim")
@@ -249,7 +266,11 @@ def ls_artifacts(
         under += [f"complete: {complete}", comps]
         cell.append("\n" + "; ".join(x for x in under if x), style="dim")
         table.add_row(cell, row["kind"], step, size)
-    console = stdout_console()
+    if not shown:
+        kinds = f" of kind {kind}" if kind else ""
+        runs = f" of runs matching {run_glob!r}" if run_glob else ""
+        console.print(_nothing(f"artifacts{kinds}{runs}", url), soft_wrap=True)
+        return
     print_fitted(console, table)
     if more:
         console.print(f"... and {more:,} more (use --format json for all)")

@@ -301,7 +301,7 @@ def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
     from rich.text import Text
 
     from governance.policy.units import format_bytes
-    from governance.report.common import usd
+    from governance.report.common import monthly_saving, usd
 
     table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0), header_style="bold")
     table.add_column("plan", no_wrap=True)
@@ -321,7 +321,7 @@ def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
             *by,
             f"{s.actions:,}",
             format_bytes(s.bytes_deleted),
-            usd(s.monthly_cost_before_usd - s.monthly_cost_after_usd),
+            usd(monthly_saving(s.monthly_cost_before_usd, s.monthly_cost_after_usd)),
         )
     return table
 

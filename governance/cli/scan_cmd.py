@@ -17,7 +17,7 @@ from governance.cli.output import (
     stderr_console,
     stdout_console,
 )
-from governance.errors import GovernanceError
+from governance.errors import ArgumentError, GovernanceError
 from governance.scan.listing import start_root
 from governance.scan.targets import resolve_roots
 from governance.wording import counted
@@ -99,6 +99,8 @@ def scan(
     # The first root's listing starts before the catalog layer is even imported: on S3
     # its first pages arrive while SQLAlchemy loads and the catalog opens.
     specs = resolve_roots(policy, roots)
+    if roots:
+        _refuse_overlaps([spec.url for spec in specs])
     first = start_root(specs[0], policy, concurrency or app.settings.concurrency)
     from governance.scan.service import scan_roots
 
@@ -121,6 +123,19 @@ def scan(
             click.echo(f"note: scan {s.scan_id} of {s.root}: {s.error}", err=True)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
+
+
+def _refuse_overlaps(urls: list[str]) -> None:
+    """`--root` URLs that overlap (one inside another, or one given twice) are refused as
+    a policy's roots are (`policy.cross.root_clashes`): the outer one would list the
+    inner one's objects again, its quarantined copies and even a catalog file kept there,
+    and a plan would count and act on them twice. ArgumentError (exit 2) naming both."""
+    from governance.policy.cross import root_clashes
+
+    clashes = root_clashes([], [(("--root", i), url) for i, url in enumerate(urls)])
+    if clashes:
+        _, message = clashes[0]
+        raise ArgumentError(f"--root: {message}")
 
 
 def _print_table(summaries: list[ScanSummary]) -> None:

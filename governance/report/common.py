@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from governance.plan.types import (
@@ -21,12 +22,14 @@ from governance.plan.types import (
     PlannedAction,
     removes_objects,
 )
+from governance.wording import counted
 
 FREES = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD})
 """Actions whose bytes leave storage (counted as bytes_deleted)."""
 
 # The end state of a checkpoint after the plan, most consequential first: when several
-# actions touch one artifact (strip then archive), the timeline shows the first.
+# actions touch one artifact (strip then archive), the timeline colors its cell by the
+# first; its counts and words name each (`Cell.outcomes`).
 STATES = ("deleted", "archived", "stripped", "transitioned", "protected", "in_flight", "kept")
 STATE_LABELS = {
     "deleted": "deleted",
@@ -133,8 +136,29 @@ def usd(value: float) -> str:
 
 
 def savings(plan: Plan) -> float:
-    """Dollars per month the plan saves once applied (negative if it costs more)."""
-    return plan.summary.monthly_cost_before_usd - plan.summary.monthly_cost_after_usd
+    """Dollars per month the plan saves once applied (negative if it costs more), as the
+    difference of the two monthly costs a report prints (`monthly_saving`)."""
+    return monthly_saving(plan.summary.monthly_cost_before_usd, plan.summary.monthly_cost_after_usd)
+
+
+def monthly_saving(before: float, after: float) -> float:
+    """`before - after` from the figures as `usd` prints them (to the cent), so the
+    saving a report shows is the difference of the costs beside it: $8.10 -> $2.78 saves
+    $5.32, never the $5.31 of the unrounded costs.
+
+    >>> usd(8.096 - 2.784), usd(monthly_saving(8.096, 2.784))
+    ('$5.31', '$5.32')
+    """
+    return float(_cents(before) - _cents(after))
+
+
+def one_off(early_deletion: float, requests: float) -> float:
+    """The one-off charges' total, as the sum of the two figures `usd` prints beside it."""
+    return float(_cents(early_deletion) + _cents(requests))
+
+
+def _cents(value: float) -> Decimal:
+    return Decimal(f"{value:.2f}")
 
 
 # ----------------------------------------------------------------------------- per run
@@ -210,6 +234,21 @@ class Cell:
         head = f"{self.uri}: {', '.join(STATE_LABELS[s] for s in self.states)}"
         return "\n".join([head, *self.reasons])
 
+    @property
+    def outcomes(self) -> list[str]:
+        """Every state the checkpoint ends in, in the order things happen to it (a strip
+        then an archive: `["stripped", "archived"]`); `kept` only when nothing else is."""
+        found = [s for s in _OUTCOME_ORDER if s in self.states and s != "kept"]
+        return found or ["kept"]
+
+    @property
+    def phrase(self) -> str:
+        """What the plan does with it in words: `deleted`, `stripped and archived`."""
+        return " and ".join(STATE_LABELS[s] for s in self.outcomes)
+
+
+_OUTCOME_ORDER = ("deleted", "stripped", "archived", "transitioned", "protected", "in_flight")
+
 
 @dataclass(slots=True)
 class TimelineRow:
@@ -218,7 +257,30 @@ class TimelineRow:
     cells: list[Cell]
 
     def count(self, state: str) -> int:
-        return sum(1 for c in self.cells if c.state == state)
+        """Checkpoints that end in `state`: one both stripped and archived counts in each
+        (`kept`: those nothing else happens to)."""
+        return sum(1 for c in self.cells if state in c.outcomes)
+
+    def counts_line(self) -> str:
+        """`14 checkpoints: 4 kept, 2 stripped, 1 archived, 7 deleted` (protected, in
+        flight and transitioned only when there are some)."""
+        return f"{self.total()}: {', '.join(self.counts())}"
+
+    def total(self) -> str:
+        """`14 checkpoints`."""
+        return counted(len(self.cells), "checkpoint")
+
+    def counts(self) -> list[str]:
+        """`["4 kept", "2 stripped", "1 archived", "7 deleted"]`, as `counts_line` says."""
+        parts = [f"{self.count('kept'):,} kept"]
+        for state, words in (
+            ("protected", "protected"),
+            ("in_flight", "in flight"),
+            ("transitioned", "transitioned"),
+        ):
+            if self.count(state):
+                parts.append(f"{self.count(state):,} {words}")
+        return parts + [f"{self.count(s):,} {s}" for s in ("stripped", "archived", "deleted")]
 
 
 def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[TimelineRow]:

@@ -17,10 +17,11 @@ When the `no_wrap` columns and the others' floors need more than the terminal ha
 
 from __future__ import annotations
 
-from rich.console import Console, ConsoleOptions, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment, Segments
 from rich.table import Table
+from rich.text import Text
 
 FLOOR = 8
 """The narrowest a folding or wrapping column gets (unless its `min_width` says)."""
@@ -115,3 +116,46 @@ def _share(room: int, wants: list[int], floors: list[int]) -> list[int]:
             spare -= 1
         break
     return widths
+
+
+class Packed:
+    """Pieces of text on as few lines as the width allows, `sep` between them on a line,
+    each piece whole (one wider than the line alone wraps): a narrow terminal never
+    leaves part of one, such as the `by` of "made by alice" or the `0` of "0 archived",
+    at the end of a line and the rest on the next.
+
+    >>> console = Console(width=24, color_system=None)
+    >>> console.print(Packed([Text("3 kept"), Text("0 archived"), Text("11 deleted")], ", "))
+    3 kept, 0 archived,
+    11 deleted
+    """
+
+    def __init__(self, pieces: list[Text], sep: str) -> None:
+        self.pieces = pieces
+        self.sep = sep
+
+    def _units(self) -> tuple[list[Text], str]:
+        """Each piece with the separator's mark that ends it (`,` of `, `), and the space
+        that joins two on a line."""
+        mark = self.sep.rstrip()
+        units = [p + mark if i < len(self.pieces) - 1 else p for i, p in enumerate(self.pieces)]
+        return units, self.sep[len(mark) :]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        units, join = self._units()
+        line = Text()
+        for unit in units:
+            if line and len(line) + len(join) + len(unit) > options.max_width:
+                yield line
+                line = Text()
+            elif line:
+                line.append(join)
+            line.append_text(unit)
+        if line:
+            yield line
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        units, join = self._units()
+        widest = max((len(u) for u in units), default=0)
+        whole = sum(len(u) for u in units) + len(join) * max(0, len(units) - 1)
+        return Measurement(widest, whole)

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from governance.plan.types import Plan
 from governance.policy.units import format_bytes
-from governance.report.common import STATE_LABELS, by_run, deletes, iso, savings, timeline, usd
+from governance.report.common import by_run, deletes, iso, savings, timeline, usd
 
 ACTION_LIMIT = 5000
 """Markdown tables beyond this many rows help nobody; the CSV has every object."""
@@ -138,14 +138,15 @@ def _by_run(plan: Plan) -> list[str]:
             t.label,
             t.root_url,
             f"{t.actions:,}",
+            f"{t.objects:,}",
             format_bytes(t.bytes_deleted),
             format_bytes(t.bytes_transitioned + t.bytes_archived),
             f"{t.kept:,}",
         ]
         for t in totals
     ]
-    header = ["run", "root", "actions", "deleted", "moved", "kept artifacts"]
-    return ["## By run", "", *_table(header, rows, {2, 3, 4, 5}), ""]
+    header = ["run", "root", "actions", "objects", "deleted", "moved", "kept artifacts"]
+    return ["## By run", "", *_table(header, rows, {2, 3, 4, 5, 6}), ""]
 
 
 def _timeline(plan: Plan) -> list[str]:
@@ -155,7 +156,7 @@ def _timeline(plan: Plan) -> list[str]:
     out = ["## Checkpoints per run", ""]
     many_roots = len({row.root_url for row in rows}) > 1
     for row in rows:
-        steps = ", ".join(f"{c.label} {STATE_LABELS[c.state]}" for c in row.cells)
+        steps = ", ".join(f"{c.label} {c.phrase}" for c in row.cells)
         where = f" ({_cell(row.root_url)})" if many_roots else ""  # as the html report does
         out.append(f"- **{_cell(row.run)}**{where}: {steps}")
     return [*out, ""]

@@ -1,4 +1,5 @@
-"""The plan for a terminal (rich): a header, totals by rule and by run, then the actions.
+"""The plan for a terminal (rich): a header, totals by rule and by run, the checkpoints of
+each run as a strip of letters, then the actions.
 
 `print_table` writes to a given console (colors on a terminal); `render_table` records
 the same output to plain text, for `--out` files and tests. Artifacts are shown by their
@@ -11,15 +12,26 @@ from __future__ import annotations
 import io
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from governance.plan.types import ActionType, Plan
 from governance.policy.units import format_bytes
-from governance.report.common import RunTotals, by_run, deletes, iso, roots_of, savings, usd
-from governance.report.layout import print_fitted
+from governance.report.common import (
+    STATE_LABELS,
+    RunTotals,
+    TimelineRow,
+    by_run,
+    deletes,
+    iso,
+    roots_of,
+    savings,
+    timeline,
+    usd,
+)
+from governance.report.layout import Packed, print_fitted
 
 ACTION_LIMIT = 2000
 RUN_LIMIT = 200
@@ -61,11 +73,18 @@ class _Paths:
 def print_table(plan: Plan, console: Console) -> None:
     s = plan.summary
     paths = _Paths(plan)
-    console.print(
-        f"[bold]plan {plan.plan_id}[/bold]  status [bold]{plan.status}[/bold]  "
-        f"as of {iso(plan.as_of)}  by {escape(plan.created_by)}"
+    _print_packed(
+        console,
+        [
+            Text.assemble(("plan ", "bold"), (plan.plan_id, "bold")),
+            Text.assemble("status ", (str(plan.status), "bold")),
+        ],
     )
-    console.print(f"policy {escape(plan.policy_path or '-')}  fingerprint {plan.fingerprint}")
+    _print_packed(console, [Text(f"as of {iso(plan.as_of)}"), Text(f"made by {plan.created_by}")])
+    _print_packed(
+        console,
+        [Text(f"policy {plan.policy_path or '-'}"), Text(f"fingerprint {plan.fingerprint}")],
+    )
     for line in paths.legend():
         console.print(escape(line))
     if plan.refusal:
@@ -97,6 +116,10 @@ def print_table(plan: Plan, console: Console) -> None:
     runs = [t for t in by_run(plan) if t.actions]
     if runs:
         print_fitted(console, _run_table(runs, paths))
+    rows = timeline(plan)
+    if rows:
+        print_fitted(console, _timeline_table(rows, paths))
+        console.print(_timeline_legend())
     if plan.actions:
         print_fitted(console, _action_table(plan, paths, console.width))
         if len(plan.actions) > ACTION_LIMIT:
@@ -157,7 +180,7 @@ def _left_table(plan: Plan, paths: _Paths) -> Table:
 
 def _run_table(runs: list[RunTotals], paths: _Paths) -> Table:
     table = Table(title="by run", title_justify="left")
-    columns = ("run", "root", "actions", "deleted", "moved", "kept")
+    columns = ("run", "root", "actions", "objects", "deleted", "moved", "kept")
     for col in columns if paths.several else [c for c in columns if c != "root"]:
         if col in ("run", "root"):
             table.add_column(col, overflow="fold")
@@ -168,6 +191,7 @@ def _run_table(runs: list[RunTotals], paths: _Paths) -> Table:
             Text(t.label),
             *([Text(paths.root_label(t.root_url))] if paths.several else []),
             f"{t.actions:,}",
+            f"{t.objects:,}",
             format_bytes(t.bytes_deleted),
             format_bytes(t.bytes_transitioned + t.bytes_archived),
             f"{t.kept:,}",
@@ -175,6 +199,52 @@ def _run_table(runs: list[RunTotals], paths: _Paths) -> Table:
     if len(runs) > RUN_LIMIT:
         table.caption = f"{len(runs) - RUN_LIMIT:,} more runs not shown"
     return table
+
+
+_LETTERS = {
+    "kept": ("K", "green"),
+    "stripped": ("S", "yellow"),
+    "archived": ("A", "blue"),
+    "deleted": ("D", "red"),
+    "transitioned": ("T", "cyan"),
+    "protected": ("P", "magenta"),
+    "in_flight": ("I", "dim"),
+}
+"""The timeline's letter (and color) for each state a checkpoint ends in."""
+
+
+def _timeline_table(rows: list[TimelineRow], paths: _Paths) -> Table:
+    """Per run, its checkpoints as a strip of letters in step order between the first and
+    last step (`1000 DDSDK 5000`), then how many end in each state (one both stripped and
+    archived counts in each), as the html report's strip and the md's list show them."""
+    table = Table(title="checkpoints per run", title_justify="left")
+    table.add_column("run", overflow="fold")
+    if paths.several:
+        table.add_column("root", overflow="fold")
+    table.add_column("checkpoints in step order, then counted", overflow="fold")
+    for row in rows[:RUN_LIMIT]:
+        strip = Text(f"{row.cells[0].label} ")
+        for c in row.cells:
+            letter, style = _LETTERS[c.state]
+            strip.append(letter, style=style)
+        if len(row.cells) > 1:
+            strip.append(f" {row.cells[-1].label}")
+        counts = row.counts()
+        counts[0] = f"{row.total()}: {counts[0]}"
+        cell = Group(strip, Packed([Text(c, style="dim") for c in counts], ", "))
+        root = [Text(paths.root_label(row.root_url))] if paths.several else []
+        table.add_row(Text(row.run), *root, cell)
+    if len(rows) > RUN_LIMIT:
+        table.caption = f"{len(rows) - RUN_LIMIT:,} more runs not shown"
+        table.caption_justify = "left"
+    return table
+
+
+def _timeline_legend() -> Packed:
+    """What the timeline's letters stand for, each letter beside its words."""
+    pieces = [f"{letter} {STATE_LABELS[state]}" for state, (letter, _) in _LETTERS.items()]
+    pieces[0] = f"one letter a checkpoint, in step order: {pieces[0]}"
+    return Packed([Text(p, style="dim") for p in pieces], ", ")
 
 
 NARROW = 140
@@ -219,6 +289,11 @@ def _narrow_action_table(plan: Plan, paths: _Paths) -> Table:
         cell.append(f"\n{a.reason}" if named else f"\n{a.rule}: {a.reason}", style="dim")
         table.add_row(str(a.id), _action(a.action), format_bytes(a.bytes), cell)
     return table
+
+
+def _print_packed(console: Console, pieces: list[Text]) -> None:
+    """`pieces` two spaces apart on as few lines as fit (`Packed`)."""
+    console.print(Packed(pieces, "  "))
 
 
 def _action(action: str) -> Text:

@@ -1,0 +1,144 @@
+"""What the plan reports say, and that every format says it alike: the saving is the
+difference of the costs printed beside it, the table's header keeps "made by NAME"
+together, every format has the per-run checkpoint timeline and the by-run objects, and a
+checkpoint both stripped and archived is counted (and named) as both."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import replace
+
+from rich.console import Console
+
+from governance.catalog.plans import PlanHeader
+from governance.plan.types import ActionType, Plan, PlannedAction
+from governance.report import render
+from governance.report.table import print_table
+from tests.unit.plan_samples import ROOT, sample_plan
+
+
+def _at(width: int, plan: Plan) -> str:
+    console = Console(record=True, width=width, color_system=None)
+    print_table(plan, console)
+    return console.export_text()
+
+
+def _costly(plan: Plan) -> Plan:
+    """Costs whose unrounded difference ($5.312) rounds a cent below the printed one."""
+    plan.summary = replace(
+        plan.summary,
+        monthly_cost_before_usd=8.096,
+        monthly_cost_after_usd=2.784,
+        early_deletion_usd=0.004,
+        request_cost_usd=0.004,
+    )
+    return plan
+
+
+def test_the_saving_is_the_difference_of_the_printed_costs_in_every_format() -> None:
+    plan = _costly(sample_plan())
+    assert "$8.10 -> $2.78 (saves $5.32/month)" in render(plan, "table")
+    assert "$8.10 → $2.78 (saves $5.32/month)" in render(plan, "md")
+    doc = render(plan, "html")
+    assert '<div class="n">$5.32</div><div class="l">saved per month</div>' in doc
+    assert "$5.31" not in doc
+    # the one-off total is the sum of the two figures printed with it
+    assert '<div class="n">$0.00</div><div class="l">one-off: early deletion $0.00' in doc
+
+
+def test_govern_plans_saves_column_matches_the_reports() -> None:
+    from governance.cli.plan_cmd import _headers_table
+
+    plan = _costly(sample_plan())
+    header = PlanHeader(
+        plan.plan_id, plan.fingerprint, plan.status, plan.as_of, plan.created_at,
+        plan.created_by, plan.policy_path, plan.policy_sha256, plan.scans, plan.summary,
+    )  # fmt: skip
+    console = Console(record=True, width=120, color_system=None)
+    console.print(_headers_table([header], wide=True, gap=2))
+    assert "$5.32" in console.export_text()
+
+
+def test_the_table_header_keeps_made_by_with_its_name_at_80_columns() -> None:
+    """At 80 columns "by root" once sat alone on the header's second line, where it read
+    like a section heading."""
+    plan = replace(sample_plan(), created_by="root")
+    lines = _at(80, plan).splitlines()
+    assert lines[0] == f"plan {plan.plan_id}  status pending_approval"
+    assert lines[1] == "as of 2026-11-30T02:15:00Z  made by root"
+    header = lines[: next(i for i, line in enumerate(lines) if line.startswith("root "))]
+    assert not any(line.startswith("by ") for line in header)
+    long = replace(sample_plan(), created_by="a-rather-long-operator-name@example.com")
+    text = _at(80, long)
+    assert text.splitlines()[1] == (
+        "as of 2026-11-30T02:15:00Z  made by a-rather-long-operator-name@example.com"
+    )
+    # too long for one line: each part whole on a line of its own
+    later = replace(long, as_of=long.as_of.replace(microsecond=670567))
+    assert _at(80, later).splitlines()[1:3] == [
+        "as of 2026-11-30T02:15:00.670567Z",
+        "made by a-rather-long-operator-name@example.com",
+    ]
+    assert _at(160, plan).splitlines()[:2] == lines[:2]
+
+
+def _stripped_and_archived() -> Plan:
+    """r1's checkpoint-4000 is stripped (action 2) and then archived (action 7)."""
+    plan = sample_plan()
+    strip = plan.actions[1]
+    assert strip.action is ActionType.STRIP
+    archive = PlannedAction(
+        id=7,
+        rule="checkpoints",
+        tier="mid-term",
+        action=ActionType.ARCHIVE,
+        destructive=True,
+        artifact=strip.artifact,
+        objects=[replace(strip.objects[0], key=strip.objects[0].key.replace("optimizer.pt", "w"))],
+        reason="archived after stripping",
+        storage_class="GLACIER_IR",
+    )
+    plan.actions.append(archive)
+    return plan
+
+
+def test_a_checkpoint_stripped_and_archived_counts_as_both_in_every_format() -> None:
+    plan = _stripped_and_archived()
+    doc = html.unescape(render(plan, "html"))
+    # r1: 1000 deleted, 4000 stripped and archived, 5000 kept
+    assert "3 checkpoints: 1 kept, 1 stripped, 1 archived, 1 deleted" in doc
+    md = render(plan, "md")
+    assert "1000 deleted, 4000 stripped and archived, 5000 kept whole" in md
+    table = _at(160, plan)
+    assert "3 checkpoints: 1 kept, 1 stripped, 1 archived, 1 deleted" in table
+
+
+def test_the_table_has_the_per_run_timeline_md_and_html_have() -> None:
+    """docs/cli.md: the table, md and html reports' per-run timeline covers the whole
+    plan; the table once had none."""
+    plan = sample_plan()
+    del plan.scans["file:///data/scratch/"]
+    text = _at(80, plan)
+    assert "checkpoints per run" in text
+    timeline = text[text.index("checkpoints per run") : text.index("actions  ")]
+    # r1: 1000 deleted, 4000 stripped, 5000 kept; r2: 9000 archived, 9500 in flight
+    assert re.search(r"r1\|x<&é +│ 1000 DSK 5000", timeline)
+    assert "3 checkpoints: 1 kept, 1 stripped, 0 archived, 1 deleted" in timeline
+    assert re.search(r"r2\[x\] +│ 9000 AI 9500", timeline)
+    assert "one letter a checkpoint, in step order: K kept whole, S stripped" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for fmt in ("md", "html"):
+        assert "Checkpoints per run" in render(plan, fmt)
+
+
+def test_by_run_counts_objects_in_every_format() -> None:
+    plan = sample_plan()
+    text = _at(160, plan)
+    runs = text[text.index("by run") : text.index("checkpoints per run")]
+    assert "objects" in runs
+    assert re.search(r"r1\|x<&é +│ \[2\] +│ +2 │ +3 │", runs)  # 2 actions on 3 objects
+    md = render(plan, "md")
+    assert "| run | root | actions | objects | deleted | moved | kept artifacts |" in md
+    assert f"| r1\\|x<&é | {ROOT} | 2 | 3 |" in md
+    assert '<th class="r">objects</th>' in render(plan, "html")
