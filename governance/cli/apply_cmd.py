@@ -29,11 +29,17 @@ from governance.errors import EXIT_FAILED, EXIT_REFUSED, ArgumentError
 from governance.wording import counted
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from rich.table import Table
 
-    from governance.apply import ExecutionReport, ExecutionSummary, RestoreReport, StoreOpener
+    from governance.apply import (
+        ExecutionReport,
+        ExecutionSummary,
+        RestoreReport,
+        StoreOpener,
+        StoreSettings,
+    )
 
 policy_option = click.option(
     "--policy",
@@ -44,17 +50,23 @@ policy_option = click.option(
 
 
 def _opener(app: AppContext, policy_path: Path | None, plan_id: str) -> StoreOpener:
-    """The stores for the plan's roots, with the endpoints and credentials of `--policy`.
+    """The stores for the plan's roots, with the endpoints and credentials of `--policy`,
+    else those each root was last scanned with (the catalog keeps the endpoint, profile
+    and region, never a secret): on MinIO or Ceph, a plan applied without `--policy`
+    went to the default (AWS) endpoint.
 
     A policy with no storage root over a root of the plan, nor in its bucket, is the
     wrong policy (its endpoints would be silently replaced by defaults): refused before
     any change."""
     from governance.apply import StoreOpener, StoreSettings
+    from governance.catalog.plans import load_plan_header
 
     roots: list[StoreSettings] = []
     if policy_path is None:
-        return StoreOpener(roots, concurrency=app.settings.concurrency)
-    from governance.catalog.plans import load_plan_header
+        return StoreOpener(
+            _scanned_with(app, load_plan_header(app.engine, plan_id).scans),
+            concurrency=app.settings.concurrency,
+        )
     from governance.policy import load_policy
 
     policy = load_policy(policy_path)
@@ -70,6 +82,26 @@ def _opener(app: AppContext, policy_path: Path | None, plan_id: str) -> StoreOpe
             "plan was made with, or none for default endpoints and credentials"
         )
     return opener
+
+
+def _scanned_with(app: AppContext, urls: Iterable[str]) -> list[StoreSettings]:
+    """Each root's connection settings as its last scan recorded them in the catalog."""
+    from governance.apply import StoreSettings
+    from governance.catalog.roots import find_root
+
+    settings = []
+    for url in urls:
+        root = find_root(app.engine, url)
+        known = ((root.classify_options or {}).get("connection") if root else None) or {}
+        settings.append(
+            StoreSettings(
+                url,
+                endpoint_url=known.get("endpoint_url"),
+                profile=known.get("profile"),
+                region=known.get("region"),
+            )
+        )
+    return settings
 
 
 @click.command()

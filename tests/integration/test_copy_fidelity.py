@@ -30,7 +30,13 @@ from governance.apply import StoreOpener, StoreSettings, purge_quarantine
 from governance.apply.modes import Item, copy_to, remove
 from governance.storage import open_store
 from governance.storage.s3 import S3Store
-from tests.integration.test_apply_support import NO_APPROVAL, Setup, actions_by, policy_text
+from tests.integration.test_apply_support import (
+    NO_APPROVAL,
+    Setup,
+    actions_by,
+    govern,
+    policy_text,
+)
 
 pytestmark = pytest.mark.s3
 
@@ -244,6 +250,25 @@ def test_a_quarantine_copy_is_written_in_the_class_apply_names_else_standard(
         k: state(s3_client, s3_bucket, f"q/p/{k}.bin")["StorageClass"] for k in ("kept", "moved")
     }
     assert got == {"kept": "GLACIER_IR", "moved": "STANDARD"}
+
+
+def test_apply_and_restore_without_a_policy_use_the_endpoint_the_scan_recorded(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str, local_only: list[str]
+) -> None:
+    """The endpoint is only in the policy's root, and apply and restore are given no
+    policy: they open the root with the endpoint its scan recorded in the catalog (they
+    went to the default, AWS, endpoint)."""
+    keys = residue_tree(s3_client, s3_bucket)
+    setup = make_setup(tmp_path, moto_server, s3_bucket)
+    doc = setup.plan()
+    applied = govern(setup.catalog, "apply", doc["plan_id"], "--format", "json")
+    assert applied.exit_code == 0, applied.stderr
+    assert {r["outcome"] for r in json.loads(applied.stdout)["results"]} == {"ok"}
+    assert not s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="scratch/").get("Contents")
+    restored = govern(setup.catalog, "restore", doc["plan_id"], "--format", "json")
+    assert restored.exit_code == 0, restored.stderr
+    assert json.loads(restored.stdout)["restored"] == len(keys)
+    assert local_only == []
 
 
 def test_an_archive_in_another_bucket_is_on_the_roots_endpoint_and_keeps_the_object(
