@@ -275,6 +275,7 @@ def _build(
     versioning: dict[str, bool] = {}
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
+    moved: dict[str, int] = {}  # of `deleted`, archived to another location
     not_applicable: Counter[tuple[str, str, str]] = Counter()
     unmeasured: dict[tuple[str, str, str, str], list[Unmeasured]] = {}
     class_bytes: dict[str, int] = {}  # integers: the bill must not depend on input order
@@ -309,7 +310,10 @@ def _build(
                 in_order = in_order and _continues(actions, start, new)
                 for i, a in enumerate(new, start + 1):
                     a.id = i
+                away = running.moved
                 removed += running.add(new)
+                if running.moved != away:
+                    moved[root.url] = moved.get(root.url, 0) + running.moved - away
             if kept_in_order and len(kept) > kept_start:
                 kept_in_order = _kept_continues(kept, kept_start)
             for rule, what in result.not_applicable:
@@ -343,7 +347,7 @@ def _build(
         notes.append(DEDUPE_NOT_PLANNED)
     # The roots' whole monthly bill, so the summary shows the bill before -> after.
     storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
-    refused = refusal(deleted, totals, policy.safety)
+    refused = refusal(deleted, totals, policy.safety, moved)
     if refused is not None:
         status = PlanStatus.REFUSED  # (the issue: over a limit is `refused`, what-if or not)
         if as_of > created_at + WHAT_IF_MARGIN:

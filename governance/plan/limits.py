@@ -32,9 +32,26 @@ def deleted_bytes(action: PlannedAction) -> int:
 
 
 def refusal(
-    deleted_by_root: Mapping[str, int], total_by_root: Mapping[str, int], safety: Safety
+    deleted_by_root: Mapping[str, int],
+    total_by_root: Mapping[str, int],
+    safety: Safety,
+    moved_by_root: Mapping[str, int] | None = None,
 ) -> str | None:
-    """A message naming each exceeded limit, the root and by how much; None when within."""
+    """A message naming each exceeded limit, the root and by how much; None when within.
+
+    `moved_by_root`: of the bytes removed, those archived to another location (counted,
+    as they leave the root): the message then says how much is deleted and how much
+    moved, since the plan's summary counts the moved bytes as archived, not deleted."""
+    moved = moved_by_root or {}
+
+    def removes(n: int, away: int) -> str:
+        if not away:
+            return f"delete {format_bytes(n)}"
+        return (
+            f"remove {format_bytes(n)} ({format_bytes(n - away)} deleted, "
+            f"{format_bytes(away)} archived to another location)"
+        )
+
     problems: list[str] = []
     for root in sorted(deleted_by_root):
         deleted = deleted_by_root[root]
@@ -47,7 +64,7 @@ def refusal(
         if deleted > allowed:
             share = f"{deleted / total:.0%}" if total else "all"
             problems.append(
-                f"root {root}: would delete {format_bytes(deleted)}, {share} of "
+                f"root {root}: would {removes(deleted, moved.get(root, 0))}, {share} of "
                 f"{format_bytes(total)} scanned, over max_delete_fraction "
                 f"{safety.max_delete_fraction:g} by {format_bytes(math.ceil(deleted - allowed))}"
             )
@@ -57,8 +74,9 @@ def refusal(
             roots = ", ".join(
                 f"root {r}: {format_bytes(b)}" for r, b in sorted(deleted_by_root.items()) if b
             )
+            away = sum(moved.values())
             problems.append(
-                f"would delete {format_bytes(total_deleted)} ({roots}), over max_delete_bytes "
+                f"would {removes(total_deleted, away)} ({roots}), over max_delete_bytes "
                 f"{format_bytes(safety.max_delete_bytes)} by "
                 f"{format_bytes(total_deleted - safety.max_delete_bytes)}"
             )

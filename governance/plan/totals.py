@@ -33,7 +33,7 @@ _TRANSITION, _ARCHIVE = ActionType.TRANSITION, ActionType.ARCHIVE
 class Totals:
     """Per-rule counts and cost sums of the actions added so far, in the order added."""
 
-    __slots__ = ("_after", "_before", "_early", "_per_rule", "_request")
+    __slots__ = ("_after", "_before", "_early", "_per_rule", "_request", "moved")
 
     def __init__(self) -> None:
         # rule -> [actions, objects, deleted, transitioned, archived]
@@ -42,6 +42,7 @@ class Totals:
         self._request: float = 0.0
         self._before: float = 0.0
         self._after: float = 0.0
+        self.moved = 0  # of the bytes removed, those an archive copies to another location
 
     def add(self, actions: Iterable[PlannedAction]) -> int:
         """Count `actions` in; returns the bytes they remove from their root (as
@@ -63,8 +64,11 @@ class Totals:
                 size += o.size
             kind = a.action
             counts[3 if kind is transition else 4 if kind is archive else 2] += size
-            if kind in removing or (kind is archive and a.dest_url is not None):
+            if kind in removing:
                 removed += size
+            elif kind is archive and a.dest_url is not None:
+                removed += size
+                self.moved += size
             early += a.early_deletion_usd
             request += a.request_cost_usd
             before += a.monthly_cost_before_usd

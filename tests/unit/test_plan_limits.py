@@ -10,6 +10,7 @@ from governance.model.types import Artifact, Group, Kind
 from governance.plan.build import RootSnapshot
 from governance.plan.types import ActionType, Plan, PlanStatus
 from governance.policy.models import Safety
+from governance.policy.units import format_bytes
 from tests.unit.plan_factories import (
     ROOT,
     GiB,
@@ -98,6 +99,15 @@ rules:
     assert total == ckpts[0].bytes
     assert plan.refusal is not None
     assert "over max_delete_bytes 1 MiB" in plan.refusal
+    # the summary counts the archive's source as archived, not deleted: the refusal
+    # says how much of what leaves the root is deleted and how much is moved
+    strip, archive = plan.actions
+    assert plan.summary.bytes_deleted == strip.bytes
+    assert plan.summary.bytes_archived == archive.bytes
+    assert plan.refusal.startswith(
+        f"would remove {format_bytes(total)} ({format_bytes(strip.bytes)} deleted, "
+        f"{format_bytes(archive.bytes)} archived to another location) "
+    )
 
 
 def test_transitions_do_not_count() -> None:
