@@ -26,10 +26,16 @@ from governance.apply.modes import (
     quarantine_class,
     remove,
 )
-from governance.apply.preconditions import Check, in_place_class
+from governance.apply.preconditions import Check
 from governance.apply.types import ActionOutcome, Outcome, StoreFactory
 from governance.errors import GovernanceError
-from governance.plan.types import ActionType, ObjectRef, PlannedAction, removes_objects
+from governance.plan.types import (
+    ActionType,
+    ObjectRef,
+    PlannedAction,
+    in_place_class,
+    removes_objects,
+)
 from governance.policy.models import ApplyConfig
 from governance.storage import normalize_url
 from governance.storage.base import KeyResult

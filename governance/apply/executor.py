@@ -35,7 +35,7 @@ from governance.apply.actions import (
     outcome_for_check,
 )
 from governance.apply.modes import versioning_enabled
-from governance.apply.preconditions import Check, check_actions, in_place_class
+from governance.apply.preconditions import Check, check_actions
 from governance.apply.stream import IdSet, PlanScan, scan_plan
 from governance.apply.types import (
     RESULTS_KEPT,
@@ -48,7 +48,13 @@ from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import CatalogError, RefusedError
 from governance.interrupts import release_frames, stop_between_steps
-from governance.plan.types import ActionType, PlannedAction, PlanStatus, removes_objects
+from governance.plan.types import (
+    ActionType,
+    PlannedAction,
+    PlanStatus,
+    in_place_class,
+    removes_objects,
+)
 from governance.policy.models import ApplyConfig
 from governance.storage.base import KeyResult
 from governance.wording import counted

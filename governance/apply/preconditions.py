@@ -46,7 +46,13 @@ from governance.apply.ranges import (
 )
 from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError
-from governance.plan.types import ActionType, ObjectRef, PlannedAction, removes_objects
+from governance.plan.types import (
+    ActionType,
+    ObjectRef,
+    PlannedAction,
+    in_place_class,
+    removes_objects,
+)
 from governance.storage.base import ObjectState, Store
 
 COPY_IN_PLACE = (ActionType.TRANSITION,)
@@ -76,15 +82,6 @@ class Check:
         """Skip the whole action (nothing of it is done), for `reason`."""
         self.skip = reason
         self.todo, self.already, self.copied_before = [], [], []
-
-
-def in_place_class(action: PlannedAction) -> str | None:
-    """The target storage class when the action changes classes by copying onto itself."""
-    if action.action is ActionType.TRANSITION or (
-        action.action is ActionType.ARCHIVE and action.dest_url is None
-    ):
-        return action.storage_class
-    return None
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ from governance.plan.types import (
     Plan,
     PlannedAction,
     PlanStatus,
+    in_place_class,
 )
 from governance.policy.models import Policy
 from governance.wording import counted
@@ -145,11 +146,22 @@ def _name_runs_apart(
                 break
 
 
-def _versioning_notes(mode: str, versioning: dict[str, bool], removing: set[str]) -> list[str]:
+def _versioning_notes(
+    mode: str, versioning: dict[str, bool], removing: set[str], copying: Iterable[str] = ()
+) -> list[str]:
     """What the bucket's versioning means for this plan's deletes, per root that has any:
     `versioned` deletes need it Enabled (apply refuses them otherwise), and quarantine on
-    a versioned bucket keeps two copies of each object until lifecycle expires one."""
-    notes = []
+    a versioned bucket keeps two copies of each object until lifecycle expires one; and
+    for its class changes (`copying`: roots with transitions or archives in place): each
+    is a copy onto itself, whose old version stays, billed in its old class."""
+    notes = [
+        f"root {url}: the bucket keeps versions: a transition or archive in place copies "
+        "each object onto itself, and the old version stays as a noncurrent version in its "
+        "old class until the bucket's lifecycle expires noncurrent versions, so the plan "
+        "saves less than shown until then"
+        for url in sorted(copying)
+        if versioning.get(url)
+    ]
     for url in sorted(removing):
         enabled = versioning.get(url)
         if enabled is False and mode == "versioned":
@@ -342,7 +354,12 @@ def _build(
         if as_of < at - WHAT_IF_MARGIN
     ]
     removing = {url for url, n in deleted.items() if n}  # (bytes removed: known per root)
-    notes += _versioning_notes(policy.apply.delete_mode, versioning, removing)
+    copying = (
+        {a.artifact.root_url for a in actions if in_place_class(a) is not None}
+        if any(versioning.values())
+        else set()
+    )
+    notes += _versioning_notes(policy.apply.delete_mode, versioning, removing, copying)
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
     # The roots' whole monthly bill, so the summary shows the bill before -> after.

@@ -103,6 +103,16 @@ class PlannedAction:
 REMOVALS = (ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE)
 
 
+def in_place_class(action: PlannedAction) -> str | None:
+    """The target storage class when the action changes classes by copying onto itself
+    (a transition, an archive by class)."""
+    if action.action is ActionType.TRANSITION or (
+        action.action is ActionType.ARCHIVE and action.dest_url is None
+    ):
+        return action.storage_class
+    return None
+
+
 def removes_objects(action: PlannedAction) -> bool:
     """Whether the action takes objects away from where they are (so `apply.delete_mode`
     decides whether they can come back): apply acts on it, reports tell reviewers."""
