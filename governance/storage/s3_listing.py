@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from xml.etree import ElementTree
 
+from botocore.exceptions import ClientError
+
 from governance.storage.base import ListingRow, ObjectInfo, epoch_micros
 
 PAGE_SIZE = 1000  # S3's most keys a page
@@ -87,7 +89,7 @@ def _info_object(key: str, item: Mapping[str, Any]) -> ObjectInfo:
 def _info_upload(key: str, upload: Mapping[str, Any]) -> ObjectInfo:
     return ObjectInfo(
         key=key,
-        size=0,
+        size=upload.get("Size", 0),
         last_modified=utc(upload["Initiated"]),
         etag="",
         storage_class=upload.get("StorageClass") or "STANDARD",
@@ -112,7 +114,7 @@ def _row_object(key: str, item: Mapping[str, Any]) -> ListingRow:
 def _row_upload(key: str, upload: Mapping[str, Any]) -> ListingRow:
     micros = epoch_micros(utc(upload["Initiated"]))
     storage_class = upload.get("StorageClass") or "STANDARD"
-    return (key, upload["UploadId"], 0, "", micros, storage_class, None, None)
+    return (key, upload["UploadId"], upload.get("Size", 0), "", micros, storage_class, None, None)
 
 
 AS_INFO: Rows[ObjectInfo] = Rows(_info_object, _info_upload)
@@ -402,17 +404,36 @@ class ParallelListing(Generic[T]):
         return [common["Prefix"] for common in response.get("CommonPrefixes", ())]
 
     def _list_uploads(self) -> None:
-        """Incomplete multipart uploads: residue that costs storage but lists as no object."""
+        """Incomplete multipart uploads: residue that costs storage but lists as no object.
+        Each one's parts are listed in a task of its own, for its size (the bytes S3 bills
+        for it: what aborting it saves); uploads are few beside the objects."""
         paginator = self._client.get_paginator("list_multipart_uploads")
-        cut, excludes, make = len(self._prefix), self._excludes, self._rows.upload
+        excludes = self._excludes
         for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix):
-            self._emit(
-                [
-                    make(upload["Key"][cut:], upload)
-                    for upload in page.get("Uploads", ())
-                    if not (excludes and upload["Key"].startswith(excludes))
-                ]
+            for upload in page.get("Uploads", ()):
+                if not (excludes and upload["Key"].startswith(excludes)):
+                    self._submit(self._upload_with_size, upload)
+
+    def _upload_with_size(self, upload: Mapping[str, Any]) -> None:
+        """One incomplete upload, its size the sum of its parts (0 when they cannot be
+        listed); none when it was completed or aborted since it was listed."""
+        size = 0
+        try:
+            paginator = self._client.get_paginator("list_parts")
+            pages = paginator.paginate(
+                Bucket=self._bucket, Key=upload["Key"], UploadId=upload["UploadId"]
             )
+            for page in pages:
+                size += sum(int(part.get("Size", 0)) for part in page.get("Parts", ()))
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("NoSuchUpload", "404"):
+                return  # gone since it was listed: nothing to record
+            if code not in ("AccessDenied", "403", "NotImplemented", "501"):
+                raise
+        self._emit(
+            [self._rows.upload(upload["Key"][len(self._prefix) :], {**upload, "Size": size})]
+        )
 
     def _objects(self, contents: Sequence[Mapping[str, Any]]) -> list[T]:
         cut, excludes, make = len(self._prefix), self._excludes, self._rows.obj

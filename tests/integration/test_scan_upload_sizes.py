@@ -1,0 +1,51 @@
+"""An incomplete multipart upload is billed for the parts it holds: the scan records their
+size (one ListParts per upload), so the plan shows what aborting it saves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_apply_s3 import make_setup, upload_tree
+from tests.integration.test_apply_support import NO_APPROVAL, govern
+
+pytestmark = pytest.mark.s3
+
+PART = 5 * 2**20
+
+
+def test_an_incomplete_uploads_size_is_its_parts(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    upload_tree(s3_bucket)
+    started = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="scratch/big.bin")
+    for number in (1, 2):
+        s3_client.upload_part(
+            Bucket=s3_bucket,
+            Key="scratch/big.bin",
+            UploadId=started["UploadId"],
+            PartNumber=number,
+            Body=b"x" * PART,
+        )
+    # and one with no part yet
+    s3_client.create_multipart_upload(Bucket=s3_bucket, Key="scratch/empty.bin")
+    setup = make_setup(
+        tmp_path, moto_server, s3_bucket, NO_APPROVAL + "safety: {max_delete_fraction: 1}\n"
+    )
+    doc = setup.plan()
+    aborts = {
+        a["objects"][0]["uri"].rsplit("/", 1)[-1]: a
+        for a in doc["actions"]
+        if a["action"] == "abort_upload"
+    }
+    assert set(aborts) == {"big.bin", "empty.bin"}
+    assert aborts["big.bin"]["objects"][0]["size"] == 2 * PART
+    assert aborts["big.bin"]["monthly_cost_before_usd"] > 0
+    assert aborts["empty.bin"]["objects"][0]["size"] == 0
+    listed = govern(setup.catalog, "ls", "objects", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    sizes = {o["uri"].rsplit("/", 1)[-1]: o["size"] for o in json.loads(listed.stdout)}
+    assert sizes["big.bin"] == 2 * PART
