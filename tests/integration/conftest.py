@@ -10,6 +10,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -21,9 +22,9 @@ from moto.server import ThreadedMotoServer
 assert os.environ["AWS_ACCESS_KEY_ID"] == "testing", "tests/conftest.py must set fake creds"
 
 
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[str]:
-    """The endpoint URL of a moto server shared by the whole session."""
+@contextmanager
+def running_moto() -> Iterator[str]:
+    """A moto server on a free local port, for the block: its endpoint URL."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -32,6 +33,13 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """The endpoint URL of a moto server shared by the whole session."""
+    with running_moto() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -24,12 +24,12 @@ from botocore.awsrequest import AWSResponse
 from botocore.httpsession import URLLib3Session
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
-from moto.server import ThreadedMotoServer
 
 from governance.apply import StoreOpener, StoreSettings, purge_quarantine
 from governance.apply.modes import Item, copy_to, remove
 from governance.storage import open_store
 from governance.storage.s3 import S3Store
+from tests.integration.conftest import running_moto
 from tests.integration.test_apply_support import (
     NO_APPROVAL,
     Setup,
@@ -299,13 +299,8 @@ def second_endpoint() -> Iterator[str]:
     """Another moto server: another endpoint URL, so copies to it are streamed. (moto's
     servers in one process share their backend, so both see every bucket; the copy
     itself still goes GET from one endpoint, PUT to the other, over HTTP.)"""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with running_moto() as endpoint:
+        yield endpoint
 
 
 def _calls(store: S3Store) -> list[str]:
