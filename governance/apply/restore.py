@@ -1,9 +1,14 @@
 """`restore_plan`: bring back what a plan's apply removed, byte for byte.
 
-Works only from `removed_objects` rows in state `removed`: quarantined objects are copied
-back to their original key and then removed from quarantine; versioned deletes are
-undone by deleting the delete marker; permanent deletes cannot be undone and say so.
-An object that exists again at its original key is never overwritten.
+Works from the plan's `removed_objects` rows: quarantined objects (state `removed`) are
+copied back to their original key and then removed from quarantine; versioned deletes
+are undone by deleting the delete marker. What cannot come back is reported failed, with
+the reason: a permanent delete, a quarantine copy purged past `apply.quarantine_for`
+(state `purged`), a quarantine copy gone missing, an object that exists again at its
+original key (never overwritten). Objects restored already (state `restored`) are not
+restored again: a `note` counts them. A dry run makes the same read-only checks (the
+same HEADs, in the same batches and pool) and reports the same failures; it writes
+nothing.
 
 A copy back keeps the quarantine copy's metadata and tags and puts the object back in the
 storage class it had: the quarantine copy's own when that is not STANDARD (apply may keep
@@ -20,8 +25,9 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, bindparam, select, update
@@ -38,9 +44,11 @@ from governance.apply.types import (
 from governance.catalog.plans import load_plan_header
 from governance.catalog.tables import PlanActionRow
 from governance.errors import ArgumentError
-from governance.storage.base import KeyResult, ObjectState
+from governance.storage.base import KeyResult, ObjectState, Store
+from governance.wording import counted
 
 CHUNK = 1000
+STATES = ("removed", "purged", "restored")  # not `pending`: never removed
 
 
 def restore_plan(
@@ -53,15 +61,19 @@ def restore_plan(
     uris: Sequence[str] = (),
     concurrency: int = 16,
     dry_run: bool = False,
+    note: Callable[[str], None] | None = None,
 ) -> RestoreReport:
-    """Restore every removed object of the plan (or those under `uris`); report each one."""
+    """Restore every removed object of the plan (or those under `uris`); report each one,
+    failed with the reason when it cannot come back. `note` hears of objects restored
+    already (left out of the report). A dry run checks each object as a restore would
+    (HEADs only) and reports the same failures."""
     load_plan_header(engine, plan_id)  # UnknownPlanError for a wrong id
     with engine.connect() as conn:
         rows = [
             dict(r)
             for r in conn.execute(
                 select(O)
-                .where(and_(O.c.plan_id == plan_id, O.c.state == "removed"))
+                .where(and_(O.c.plan_id == plan_id, O.c.state.in_(STATES)))
                 .order_by(O.c.id)
             ).mappings()
         ]
@@ -69,20 +81,84 @@ def restore_plan(
     if wanted:
         rows = [r for r in rows if _matches(r, wanted)]
         if not rows:
-            raise ArgumentError(
-                f"plan {plan_id}: nothing removed (and not yet restored) under {', '.join(uris)}"
-            )
+            raise ArgumentError(f"plan {plan_id}: nothing removed under {', '.join(uris)}")
+    already = [r for r in rows if r["state"] == "restored"]
+    rows = [r for r in rows if r["state"] != "restored"]
+    if already and note is not None:
+        note(_restored_already(plan_id, already, uris))
     report = RestoreReport(plan_id=plan_id, dry_run=dry_run)
     for start in range(0, len(rows), CHUNK):
         batch = rows[start : start + CHUNK]
         if dry_run:
-            report.objects += [_restored(r, KeyResult(r["key"], True)) for r in batch]
+            results = run_pool(lambda row: _would(row, stores), batch, concurrency)
+            report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
             continue
         planned = _planned_classes(engine, plan_id, batch)
         results, copied = _restore_batch(batch, stores, concurrency, planned)
         report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
         _commit(engine, plan_id, actor, batch, results, now, _copies_back(batch, results, copied))
     return report
+
+
+@dataclass(frozen=True, slots=True)
+class _WayBack:
+    """How one object can come back, as the read-only checks found it: its store, and
+    for a quarantined object the quarantine's store and the copy there."""
+
+    store: Store
+    quarantine: Store | None = None
+    held: ObjectState | None = None
+
+
+def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult:
+    """The checks a restore makes before it writes anything (HEADs only): a failed
+    result when the object cannot come back, else the way back. A dry run stops here."""
+    key = row["key"]
+    if row["state"] == "purged":
+        return KeyResult(key, False, error=_purged(row))
+    if row["mode"] == "permanent":
+        return KeyResult(key, False, error="deleted permanently: there is no way back")
+    store = stores(row["root_url"])
+    if store.head([key]):
+        return KeyResult(key, False, error="an object exists at the original key again")
+    if row["mode"] == "versioned":
+        if not row["marker_version_id"]:
+            return KeyResult(key, False, error="the delete marker's version id is unknown")
+        return _WayBack(store)
+    quarantine = open_destination(stores, row["quarantine_root"], row["root_url"])
+    held = quarantine.head([row["quarantine_key"]]).get(row["quarantine_key"])
+    if held is None:
+        where = quarantine.uri(row["quarantine_key"])
+        return KeyResult(key, False, error=f"copy back failed: {where}: no such key")
+    return _WayBack(store, quarantine, held)
+
+
+def _would(row: dict[str, Any], stores: StoreFactory) -> KeyResult:
+    """A dry run's answer for one object: what the checks of a real restore say."""
+    way = _way_back(row, stores)
+    return way if isinstance(way, KeyResult) else KeyResult(row["key"], True)
+
+
+def _purged(row: dict[str, Any]) -> str:
+    on = f" on {_day(row['purged_at'])}" if row["purged_at"] is not None else ""
+    return f"purged from quarantine{on} (past apply.quarantine_for): there is no way back"
+
+
+def _restored_already(plan_id: str, rows: Sequence[dict[str, Any]], uris: Sequence[str]) -> str:
+    """`23 objects of plan P were restored already (on 2026-05-01): not restored again`."""
+    days = sorted({_day(r["restored_at"]) for r in rows if r["restored_at"] is not None})
+    when = ""
+    if days:
+        when = f" (on {days[0]})" if len(days) == 1 else f" ({days[0]} to {days[-1]})"
+    where = f"under {', '.join(uris)}" if uris else f"of plan {plan_id}"
+    were = "was" if len(rows) == 1 else "were"
+    return (
+        f"{counted(len(rows), 'object')} {where} {were} restored already{when}: not restored again"
+    )
+
+
+def _day(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d}"
 
 
 def _restore_batch(
@@ -97,21 +173,12 @@ def _restore_batch(
 
     def one(row: dict[str, Any]) -> KeyResult:
         key = row["key"]
-        if row["mode"] == "permanent":
-            return KeyResult(key, False, error="deleted permanently: there is no way back")
-        store = stores(row["root_url"])
-        if store.head([key]):
-            return KeyResult(key, False, error="an object exists at the original key again")
-        if row["mode"] == "versioned":
-            marker = row["marker_version_id"]
-            if not marker:
-                return KeyResult(key, False, error="the delete marker's version id is unknown")
-            return delete_version(store, key, marker)  # the old version, as it was
-        quarantine = open_destination(stores, row["quarantine_root"], row["root_url"])
-        held = quarantine.head([row["quarantine_key"]]).get(row["quarantine_key"])
-        if held is None:
-            where = quarantine.uri(row["quarantine_key"])
-            return KeyResult(key, False, error=f"copy back failed: {where}: no such key")
+        way = _way_back(row, stores)
+        if isinstance(way, KeyResult):
+            return way
+        store, quarantine, held = way.store, way.quarantine, way.held
+        if quarantine is None or held is None:  # versioned: the old version, as it was
+            return delete_version(store, key, row["marker_version_id"])
         was = (planned or {}).get((row["action_id"], key))
         wanted = class_for(quarantine, store, _class_back(held.storage_class, was))
         copied = quarantine.copy(
@@ -158,7 +225,11 @@ def _planned_classes(
 ) -> dict[tuple[int, str], str]:
     """(action id, key) -> the storage class the plan saw, for the quarantined objects of
     `rows` (one read of their actions' object lists)."""
-    wanted = {(r["action_id"], r["key"]) for r in rows if r["mode"] == "quarantine"}
+    wanted = {
+        (r["action_id"], r["key"])
+        for r in rows
+        if r["mode"] == "quarantine" and r["state"] == "removed"
+    }
     ids = sorted({action_id for action_id, _ in wanted})
     table = PlanActionRow.__table__  # type: ignore[attr-defined]
     found: dict[tuple[int, str], str] = {}

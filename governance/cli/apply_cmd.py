@@ -231,7 +231,12 @@ def _applied_besides(report: ExecutionReport) -> str:
     metavar="URL",
     help="Restore only this artifact or object (repeatable); default: everything.",
 )
-@click.option("--dry-run", is_flag=True, help="List what would be restored; change nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check each object as a restore would (reads only); list what would be restored "
+    "and what would fail; change nothing.",
+)
 @format_option(*FORMATS_BASIC)
 @pass_app
 def restore(
@@ -242,9 +247,14 @@ def restore(
     dry_run: bool,
     fmt: str,
 ) -> None:
-    """Undo a plan's quarantined or versioned deletes, byte for byte."""
+    """Undo a plan's quarantined or versioned deletes, byte for byte.
+
+    Exit 1 when an object cannot come back (deleted permanently, purged from quarantine,
+    its quarantine copy missing, another object at its key): `--dry-run` makes the same
+    checks and exits the same way. Objects restored already are not restored again."""
     from governance.apply import restore_plan
 
+    notes: list[str] = []
     report = restore_plan(
         app.engine,
         plan_id,
@@ -254,11 +264,14 @@ def restore(
         uris=uris,
         concurrency=app.settings.concurrency,
         dry_run=dry_run,
+        note=notes.append,
     )
     if fmt == "json":
         emit_json(report.to_dict())
     else:
         _print_restore(report)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     if report.failed:
         raise click.exceptions.Exit(EXIT_FAILED)
 

@@ -257,7 +257,9 @@ def test_purge_deletes_quarantine_past_its_time(tree: tuple[Setup, Path]) -> Non
         23
     ]
     engine.dispose()
-    assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == 0
+    # purged: no way back, and restore says so for each object (exit 1)
+    report = json.loads(setup.restore(doc["plan_id"], code=1).stdout)
+    assert (report["restored"], report["failed"]) == (0, 23)
 
 
 def test_actions_edited_after_approval_refuse_the_apply_before_any_change(
