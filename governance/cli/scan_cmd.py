@@ -107,7 +107,13 @@ def scan(
     summaries: list[ScanSummary] = []
     errors: list[GovernanceError] = []
     for summary_or_error in scan_roots(
-        app, policy, roots, concurrency=concurrency, progress_for=progress_for, first=first
+        app,
+        policy,
+        roots,
+        concurrency=concurrency,
+        progress_for=progress_for,
+        first=first,
+        warn=None if app.settings.quiet else _warn,
     ):
         if isinstance(summary_or_error, GovernanceError):
             click.echo(f"error: {summary_or_error}", err=True)
@@ -123,6 +129,13 @@ def scan(
             click.echo(f"note: scan {s.scan_id} of {s.root}: {s.error}", err=True)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
+
+
+def _warn(text: str) -> None:
+    """A warning on stderr (never in the JSON on stdout); `-q` passes none, as it silences
+    the logged warnings and the notes: "warning: s3://b/nope/: no objects under this
+    prefix (is it spelled right? the bucket holds: datasets/, runs/)"."""
+    click.echo(f"warning: {text}", err=True)
 
 
 def _refuse_overlaps(urls: list[str]) -> None:

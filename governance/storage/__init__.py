@@ -29,6 +29,7 @@ __all__ = [
     "known_scheme",
     "normalize_url",
     "open_store",
+    "s3_bucket_problem",
 ]
 
 BACKENDS = ("auto", "fsspec", "s3")
@@ -117,8 +118,8 @@ def normalize_url(url: str) -> str:
     `s3://bucket` becomes `s3://bucket/`. Query strings are not interpreted: `?` and `#`
     are legal in object keys. Raises ArgumentError naming the URL when it cannot be a root.
 
-        >>> normalize_url("s3a://b/runs")
-        's3://b/runs/'
+        >>> normalize_url("s3a://bkt/runs")
+        's3://bkt/runs/'
     """
     if not isinstance(url, str) or not url.strip():
         raise ArgumentError(f"storage URL {url!r}: empty")
@@ -147,8 +148,11 @@ def normalize_url(url: str) -> str:
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise ArgumentError(f"storage URL {url!r}: no bucket name")
-        if scheme == "s3" and not _valid_s3_bucket(bucket):
-            raise ArgumentError(f"storage URL {url!r}: {bucket!r} is not a valid bucket name")
+        problem = s3_bucket_problem(bucket, legacy=True) if scheme == "s3" else None
+        if problem:
+            raise ArgumentError(
+                f"storage URL {url!r}: {bucket!r} is not a valid bucket name: {problem}"
+            )
         prefix = prefix.lstrip("/")
         return f"{scheme}://{bucket}/{prefix.rstrip('/') + '/' if prefix else ''}"
     return f"{scheme}://{rest.rstrip('/')}/"
@@ -163,10 +167,66 @@ def _file_url(path: str) -> str:
     return "file://" + (absolute if absolute.endswith("/") else absolute + "/")
 
 
-def _valid_s3_bucket(name: str) -> bool:
-    """Loose check that catches typos but admits legacy names (uppercase, '_', up to 255)."""
-    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-    return 3 <= len(name) <= 255 and set(name) <= allowed
+_S3_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+_S3_LEGACY_CHARACTERS = _S3_NAME_CHARACTERS | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_IP_ADDRESS = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+
+
+def s3_bucket_problem(name: str, *, legacy: bool = False) -> str | None:
+    """What makes `name` an invalid S3 bucket name, in words; None when it is valid.
+
+    The rules are S3's for new buckets: 3 to 63 lowercase letters, digits, '.' and '-',
+    beginning and ending with a letter or digit, no '..', not an IP address. Buckets made
+    in us-east-1 before March 2018 may still have uppercase letters, '_' and up to 255
+    characters (and some S3-compatible stores allow them): with `legacy=True` only what
+    no bucket can have is a problem. URLs are checked with `legacy=True` (a real bucket is
+    never refused); an endpoint that answers "no such bucket" for a name that breaks the
+    rules for new buckets is told apart by `storage.errors` with `legacy=False`.
+
+        >>> s3_bucket_problem("Bad_Bucket")
+        'uppercase letters and underscores are not allowed in S3 bucket names'
+        >>> s3_bucket_problem("Bad_Bucket", legacy=True) is None
+        True
+    """
+    problems: list[str] = []
+    foreign = sorted(set(name) - _S3_LEGACY_CHARACTERS)
+    if foreign:
+        named = [repr(ch) for ch in foreign[:5]] + (["more"] if len(foreign) > 5 else [])
+        shown = " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+        problems.append(
+            f"{shown} {'is' if len(foreign) == 1 else 'are'} not allowed in S3 bucket names "
+            "(lowercase letters, digits, '.' and '-' only)"
+        )
+    if legacy:
+        if len(name) < 3:
+            problems.append(
+                f"S3 bucket names are at least 3 characters long; this one has {len(name)}"
+            )
+        elif len(name) > 255:
+            problems.append(
+                "S3 bucket names are at most 63 characters long (255 for buckets made in "
+                f"us-east-1 before March 2018); this one has {len(name)}"
+            )
+        return "; ".join(problems) or None
+    cases = [
+        w
+        for w, on in (
+            ("uppercase letters", any("A" <= ch <= "Z" for ch in name)),
+            ("underscores", "_" in name),
+        )
+        if on
+    ]
+    if cases:
+        problems.append(f"{' and '.join(cases)} are not allowed in S3 bucket names")
+    if not 3 <= len(name) <= 63:
+        problems.append(f"S3 bucket names are 3 to 63 characters long; this one has {len(name)}")
+    if name[:1] in ("", ".", "-", "_") or name[-1:] in (".", "-", "_"):
+        problems.append("S3 bucket names must begin and end with a letter or digit")
+    if ".." in name:
+        problems.append("S3 bucket names must not have two periods in a row")
+    if _IP_ADDRESS.fullmatch(name):
+        problems.append("S3 bucket names must not be formatted as an IP address")
+    return "; ".join(problems) or None
 
 
 def open_store(

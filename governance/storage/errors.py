@@ -15,8 +15,12 @@ from governance.errors import (
     StorageError,
     UnreachableError,
 )
+from governance.storage import s3_bucket_problem
 
 NO_SUCH_ROOT_CODES = frozenset({"NoSuchBucket", "404", "NotFound"})
+BUCKET_NAME_CODES = frozenset({"NoSuchBucket", "InvalidBucketName"})
+"""Answers about the bucket itself (not a key): for a name that breaks S3's naming rules
+they mean the name is wrong, and the message says how (`BadBucketNameError`)."""
 ACCESS_DENIED_CODES = frozenset(
     {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "AccountProblem"}
 )
@@ -60,6 +64,13 @@ class KeyNotFoundError(StorageError, FileNotFoundError):
     """One key is missing (not the whole root): catchable as FileNotFoundError too."""
 
 
+class BadBucketNameError(NoSuchRootError):
+    """An S3 root's bucket name breaks S3's naming rules and the endpoint has no such
+    bucket (or refuses the name): bad input (exit 2), said as what is wrong with the name
+    rather than only "does not exist". A legacy name of a bucket that exists is never
+    refused (see `storage.s3_bucket_problem`)."""
+
+
 def client_error_code(exc: BaseException) -> tuple[str, str] | None:
     """(Code, Message) of a botocore ClientError, or None for anything else."""
     response = getattr(exc, "response", None)
@@ -95,6 +106,10 @@ def _from_one(root: str, exc: BaseException) -> StorageError | None:
     if coded is not None:
         code, message = coded
         text = f"{code}: {message}" if message else code
+        if code in BUCKET_NAME_CODES:
+            misnamed = _bad_bucket_name(root, code, text)
+            if misnamed is not None:
+                return misnamed
         if code in NO_SUCH_ROOT_CODES:
             return NoSuchRootError(root, f"does not exist ({text})")
         if code in BAD_CREDENTIALS_CODES:
@@ -108,6 +123,28 @@ def _from_one(root: str, exc: BaseException) -> StorageError | None:
     if names & _UNREACHABLE_EXCEPTIONS or isinstance(exc, TimeoutError):
         return UnreachableError(root, f"endpoint unreachable ({exc})")
     return None
+
+
+def _bad_bucket_name(root: str, code: str, text: str) -> BadBucketNameError | None:
+    """For an S3 root that the endpoint says has no such bucket, or whose name it refuses:
+    the error naming what is wrong with the name (None for a valid name, whose bucket
+    simply does not exist). `InvalidBucketName` is bad input even for a name S3's rules
+    allow (an S3-compatible store with rules of its own)."""
+    scheme, _, rest = root.partition("://")
+    if scheme != "s3":
+        return None
+    bucket = rest.partition("/")[0]
+    problem = s3_bucket_problem(bucket)
+    if problem is None:
+        if code != "InvalidBucketName":
+            return None
+        return BadBucketNameError(root, f"the endpoint refuses the bucket name {bucket!r} ({text})")
+    answer = (
+        f"and no bucket of that name exists: {code}"
+        if code == "NoSuchBucket"
+        else f"the endpoint says {text}"
+    )
+    return BadBucketNameError(root, f"{bucket!r} is not a valid bucket name: {problem} ({answer})")
 
 
 def translate(root: str, exc: BaseException) -> StorageError:

@@ -49,6 +49,7 @@ from governance.storage.s3_listing import (
     Rows,
     T,
     install_fast_parsers,
+    nearest_entries,
     utc,
 )
 
@@ -208,6 +209,24 @@ class S3Store:
             listing.close()
             raise
         return listing
+
+    def nearest_entries(self, limit: int = 5) -> tuple[str, builtins.list[str], bool] | None:
+        """For a root under a prefix that listed nothing: the URL of the nearest folder
+        above it that holds anything, up to `limit` of its entries and whether there are
+        more (`s3_listing.nearest_entries`), so a warning can ask whether the prefix is
+        spelled right. None for a bucket root, when the prefix itself is there, or when
+        this cannot be listed: a failure here only loses a hint."""
+        if not self.prefix:
+            return None
+        try:
+            found = nearest_entries(self._client, self.bucket, self.prefix, limit)
+        except Exception as exc:
+            logging.getLogger(__name__).debug("%s: no listing for a hint (%s)", self.url, exc)
+            return None
+        if found is None:
+            return None
+        level, names, more = found
+        return f"s3://{self.bucket}/{level}", names, more
 
     def _listing(self, exclude_prefixes: Sequence[str], rows: Rows[T]) -> ParallelListing[T]:
         excludes = tuple(self.prefix + p for p in exclude_prefixes if p)

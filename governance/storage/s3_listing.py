@@ -446,6 +446,43 @@ class ParallelListing(Generic[T]):
         return out
 
 
+def nearest_entries(
+    client: Any, bucket: str, prefix: str, limit: int
+) -> tuple[str, list[str], bool] | None:
+    """For a `prefix` that lists no object: what the nearest level above it holds, to
+    suggest what a mistyped prefix meant. One delimiter request a level, from the prefix's
+    parent up to the bucket's top, stopping at the first that holds anything (a listing
+    that found nothing is rare, so this costs nothing in the usual case).
+
+    Returns (that level's key prefix, '' at the top; up to `limit` of its entries relative
+    to it, folders ending in '/'; whether it holds more), with no entries when the whole
+    bucket is empty; or None when `prefix` itself is there (it holds only its own folder
+    marker, or what a scan passes over: its spelling is not the question).
+
+        >>> nearest_entries(client, "ml-artifacts", "nope/", 5)  # doctest: +SKIP
+        ('', ['datasets/', 'runs/'], False)
+    """
+    level = _parent(prefix)
+    while True:
+        response = client.list_objects_v2(
+            Bucket=bucket, Prefix=level, Delimiter="/", MaxKeys=limit + 2
+        )
+        found = {common["Prefix"] for common in response.get("CommonPrefixes", ())}
+        found |= {item["Key"] for item in response.get("Contents", ())}
+        if prefix in found:
+            return None
+        names = sorted(found - {level})  # (a level's own folder marker is no entry of it)
+        if names or not level:
+            more = bool(response.get("IsTruncated")) or len(names) > limit
+            return level, [name[len(level) :] for name in names[:limit]], more
+        level = _parent(level)
+
+
+def _parent(prefix: str) -> str:
+    """The key prefix one folder up: 'a/b/' -> 'a/', 'a/' -> ''."""
+    return prefix[: prefix.rstrip("/").rfind("/") + 1]
+
+
 def _current(page: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The current versions on a ListObjectVersions page, in key order (a key whose
     current version is a delete marker is deleted: none of its versions is current)."""
