@@ -344,7 +344,7 @@ def _build(
         kept.sort(key=_kept_sort_key)
     notes = [
         f"root {root}: {what} (rule {rule}) is not applicable, the root has no storage "
-        f"classes; {counted(n, 'artifact')} left as they are"
+        f"classes; {counted(n, 'artifact')} left as {'it is' if n == 1 else 'they are'}"
         for (root, rule, what), n in sorted(not_applicable.items())
     ]
     notes += [_unmeasured_note(*key, runs) for key, runs in sorted(unmeasured.items())]

@@ -291,6 +291,11 @@ def test_transitions_not_applicable_on_filesystems() -> None:
     assert len(plan.notes) == 1
     assert "file:///data/" in plan.notes[0]
     assert "not applicable" in plan.notes[0]
+    assert plan.notes[0].endswith("; 1 artifact left as it is")
+    two = [log, single("logs/b.log", Kind.LOG, 1 * MiB, 70)]
+    root = snapshot([group(None, two)], url="file:///data/", classes=False)
+    plan = make_plan([root], policy(LOGS, storage="/data/"))
+    assert plan.notes[0].endswith("; 2 artifacts left as they are")
 
 
 # ----------------------------------------------------------------------------- tiers: how kept
