@@ -132,10 +132,12 @@ def plan(
 
 def _scan(app: AppContext, policy: Policy) -> dict[str, Store]:
     """Scan every root of the policy; the first root that fails stops the plan."""
+    from governance.cli.scan_cmd import warn_of
     from governance.scan.service import scan_roots
     from governance.scan.targets import resolve_roots
 
-    for result in scan_roots(app, policy, (), progress_for=None):
+    warn = None if app.settings.quiet else warn_of
+    for result in scan_roots(app, policy, (), progress_for=None, warn=warn):
         if isinstance(result, GovernanceError):
             raise result
         _info(app, f"scanned {result.root}: {counted(result.objects, 'object')}")

@@ -113,7 +113,7 @@ def scan(
         concurrency=concurrency,
         progress_for=progress_for,
         first=first,
-        warn=None if app.settings.quiet else _warn,
+        warn=None if app.settings.quiet else warn_of,
     ):
         if isinstance(summary_or_error, GovernanceError):
             click.echo(f"error: {summary_or_error}", err=True)
@@ -131,7 +131,7 @@ def scan(
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
 
 
-def _warn(text: str) -> None:
+def warn_of(text: str) -> None:
     """A warning on stderr (never in the JSON on stdout); `-q` passes none, as it silences
     the logged warnings and the notes: "warning: s3://b/nope/: no objects under this
     prefix (is it spelled right? the bucket holds: datasets/, runs/)"."""

@@ -93,6 +93,11 @@ def test_a_mistyped_nested_prefix_of_a_policy_root_names_its_folder(
         f"right? s3://{s3_bucket}/runs/ holds: r0/, r1/, r2/, r3/, r4/, …)"
     ]
     assert "objects" in result.stdout  # the table is still printed, on stdout
+    # the scan `govern plan` runs first warns alike
+    catalog = f"sqlite:///{tmp_path / 'c.db'}"
+    planned = CliRunner().invoke(cli, ["--catalog", catalog, "plan", "--policy", str(policy)])
+    assert planned.exit_code == 0, planned.output
+    assert _warnings(planned) == _warnings(result)
 
 
 def test_the_hint_costs_one_request_and_only_when_nothing_was_listed(
