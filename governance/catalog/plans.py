@@ -62,6 +62,8 @@ OBJECT_FIELDS = (
     "upload_id",
     "uri",  # always null: an object's URL is its action's root_url + key (older plans
     # could store one here; `_action_from_row` checks that it is that)
+    "class_since_us",  # when govern's own copy put it in its class (null: never copied;
+    # plans saved before it have 8 fields). Apply compares storage's time with it.
 )
 
 
@@ -234,9 +236,13 @@ def _object_lists(objects: list[ObjectRef]) -> list[list[Any]]:
         if o.last_modified is not when:  # an action's objects often share their time
             when = o.last_modified
             micros = epoch_micros(when)
+        since = o.class_since
         out.append(
-            [o.key, o.size, o.etag, micros, o.storage_class, o.version_id, o.upload_id, None]
-        )
+            [
+                o.key, o.size, o.etag, micros, o.storage_class, o.version_id, o.upload_id, None,
+                None if since is None else epoch_micros(since),
+            ]
+        )  # fmt: skip
     return out
 
 
@@ -269,10 +275,12 @@ def _objects_text(objects: list[ObjectRef]) -> tuple[str, int]:
             sc = o.storage_class
             vid = o.version_id
             up = o.upload_id
+            since = o.class_since
             parts.append(
                 f"[{enc(o.key)}, {n}, {enc(o.etag)}, {micros}, "
                 f"{'null' if sc is None else texts.get(sc) or enc(sc)}, "
-                f"{'null' if vid is None else enc(vid)}, {texts.get(up) or enc(up)}, null]"
+                f"{'null' if vid is None else enc(vid)}, {texts.get(up) or enc(up)}, null, "
+                f"{'null' if since is None else epoch_micros(since)}]"
             )
             size += n
     except TypeError:
@@ -458,9 +466,10 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
         objects: list[ObjectRef] = []
         last_us: int | None = None
         when = epoch
-        for key, size, etag, lm, sc, vid, upload, obj_uri in (
-            loads(stored) if isinstance(stored, str) else stored
-        ):
+        listed = loads(stored) if isinstance(stored, str) else stored
+        if listed and len(listed[0]) == 8:  # saved before objects kept their class time
+            listed = [[*entry, None] for entry in listed]
+        for key, size, etag, lm, sc, vid, upload, obj_uri, since in listed:
             if obj_uri is not None and obj_uri != root + key:  # no plan is made so
                 raise CatalogError(
                     f"plan {plan_id} action {action_id}: object {obj_uri} is not under the "
@@ -470,7 +479,10 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
                 last_us, when = lm, epoch + micros(0, 0, lm)  # = datetime_from_us(lm)
             if sc is not None:
                 sc = share(sc, sc)
-            objects.append(ObjectRef(key, size, when, etag, sc, vid, upload))
+            obj = ObjectRef(key, size, when, etag, sc, vid, upload)
+            if since is not None:
+                obj.class_since = epoch + micros(0, 0, since)
+            objects.append(obj)
         artifact = ArtifactRef(uri, art_kind, run, step, root)
         action_type = kinds.get(kind) or ActionType(kind)
         planned = PlannedAction(

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from governance.catalog.engine import open_engine
 from governance.catalog.plans import (
+    OBJECT_FIELDS,
     list_plans,
     load_plan,
     load_plan_header,
@@ -47,7 +48,7 @@ def _store_object_uri(engine: Engine, plan_id: str, action_id: int, uri: str) ->
             {"p": plan_id, "a": action_id},
         ).scalar_one()
         objects = json.loads(stored) if isinstance(stored, str) else stored
-        objects[0][-1] = uri
+        objects[0][OBJECT_FIELDS.index("uri")] = uri
         conn.execute(
             text("UPDATE plan_actions SET objects = :o WHERE plan_id = :p AND action_id = :a"),
             {"o": json.dumps(objects), "p": plan_id, "a": action_id},
@@ -65,6 +66,37 @@ def test_a_stored_object_url_is_its_roots_plus_its_key(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match=rf"plan {plan.plan_id} action {action.id}: object "
                        r"s3://elsewhere/.* is not under the action's root"):  # fmt: skip
         load_plan(engine, plan.plan_id)
+    engine.dispose()
+
+
+def test_an_objects_class_time_round_trips_and_older_plans_load(tmp_path: Path) -> None:
+    """Apply compares storage's modification time with the time govern's own copy put an
+    object in its class (`class_since`): a plan must keep it, or every object copied in
+    place (transitioned, restored) reads as re-uploaded. Plans saved before it (8 fields
+    an object) load with none."""
+    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    plan = sample_plan()
+    copied = plan.actions[0].objects[0]
+    copied.class_since = copied.last_modified + timedelta(days=40, microseconds=7)
+    save_plan(engine, plan)
+    loaded = load_plan(engine, plan.plan_id)
+    assert loaded.actions[0].objects[0].class_since == copied.class_since
+    assert loaded == plan
+    with engine.begin() as conn:  # as an older release saved it: no ninth field
+        for action_id, stored in conn.execute(
+            text("SELECT action_id, objects FROM plan_actions WHERE plan_id = :p"),
+            {"p": plan.plan_id},
+        ).all():
+            objects = [o[:8] for o in json.loads(stored)]
+            conn.execute(
+                text("UPDATE plan_actions SET objects = :o WHERE plan_id = :p AND action_id = :a"),
+                {"o": json.dumps(objects), "p": plan.plan_id, "a": action_id},
+            )
+    older = load_plan(engine, plan.plan_id)
+    assert older.actions[0].objects[0].class_since is None
+    assert [o.key for a in older.actions for o in a.objects] == [
+        o.key for a in plan.actions for o in a.objects
+    ]
     engine.dispose()
 
 
