@@ -23,6 +23,7 @@ then overlap whatever the caller does meanwhile (the scanner opens its catalog),
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -34,6 +35,8 @@ from xml.etree import ElementTree
 from botocore.exceptions import ClientError
 
 from governance.storage.base import ListingRow, ObjectInfo, epoch_micros
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 1000  # S3's most keys a page
 SPLIT_AFTER_PAGES = 32
@@ -161,6 +164,7 @@ class ParallelListing(Generic[T]):
         self._split_after_pages = split_after_pages
         self._results: queue.Queue[Any] = queue.Queue(maxsize=concurrency * 4)
         self._abort = threading.Event()  # workers stop producing
+        self._parts_unread = False  # an incomplete upload's parts could not be listed
         self._consumer_gone = threading.Event()
         self._answered = threading.Event()  # a first page arrived, or the listing ended
         self._failure: Exception | None = None
@@ -410,13 +414,18 @@ class ParallelListing(Generic[T]):
         paginator = self._client.get_paginator("list_multipart_uploads")
         excludes = self._excludes
         for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix):
+            if self._abort.is_set():  # (it emits nothing itself: `_emit` cannot tell it)
+                raise _Cancelled
             for upload in page.get("Uploads", ()):
                 if not (excludes and upload["Key"].startswith(excludes)):
                     self._submit(self._upload_with_size, upload)
 
     def _upload_with_size(self, upload: Mapping[str, Any]) -> None:
         """One incomplete upload, its size the sum of its parts (0 when they cannot be
-        listed); none when it was completed or aborted since it was listed."""
+        listed); none when it was completed or aborted since it was listed. A listing
+        that stops (an error, Ctrl-C) skips the queued ones without a request."""
+        if self._abort.is_set():
+            raise _Cancelled
         size = 0
         try:
             paginator = self._client.get_paginator("list_parts")
@@ -429,8 +438,16 @@ class ParallelListing(Generic[T]):
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchUpload", "404"):
                 return  # gone since it was listed: nothing to record
-            if code not in ("AccessDenied", "403", "NotImplemented", "501"):
-                raise
+            # (denied, not implemented, throttled past the retries: the upload is still
+            # recorded, its size unknown; its size is a cost figure, not a precondition)
+            if not self._parts_unread:  # once a listing: a missing permission hits all
+                log.warning(
+                    "s3://%s/%s: the parts of incomplete uploads could not be listed (%s): "
+                    "their sizes are recorded as 0",
+                    self._bucket, self._prefix, code or exc,
+                )  # fmt: skip
+            self._parts_unread = True
+            size = 0
         self._emit(
             [self._rows.upload(upload["Key"][len(self._prefix) :], {**upload, "Size": size})]
         )

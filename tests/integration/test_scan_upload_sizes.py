@@ -4,11 +4,13 @@ size (one ListParts per upload), so the plan shows what aborting it saves."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from governance.storage.s3_listing import AS_INFO, ParallelListing
 from tests.integration.test_apply_s3 import make_setup, upload_tree
 from tests.integration.test_apply_support import NO_APPROVAL, govern
 
@@ -49,3 +51,22 @@ def test_an_incomplete_uploads_size_is_its_parts(
     assert listed.exit_code == 0, listed.stderr
     sizes = {o["uri"].rsplit("/", 1)[-1]: o["size"] for o in json.loads(listed.stdout)}
     assert sizes["big.bin"] == 2 * PART
+
+
+def test_a_stopped_listing_lists_no_more_parts(s3_client: Any, s3_bucket: str) -> None:
+    """The consumer stops (an error, Ctrl-C): the uploads queued for their parts are
+    skipped, not each asked with a ListParts before the listing can end."""
+    for i in range(300):
+        s3_client.create_multipart_upload(Bucket=s3_bucket, Key=f"up/{i:05d}")
+    s3_client.put_object(Bucket=s3_bucket, Key="obj/a", Body=b"x")
+    calls: list[int] = []
+
+    def slow(**_: Any) -> None:
+        calls.append(1)
+        time.sleep(0.02)  # a real ListParts round trip
+
+    s3_client.meta.events.register("before-call.s3.ListParts", slow)
+    listing = ParallelListing(s3_client, s3_bucket, "", (), 2, AS_INFO)
+    next(iter(listing))
+    listing.close()
+    assert len(calls) < 50, len(calls)
