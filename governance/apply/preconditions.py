@@ -44,7 +44,7 @@ from governance.apply.ranges import (
     list_states,
     range_listable,
 )
-from governance.apply.types import StoreFactory
+from governance.apply.types import StoreFactory, open_destination
 from governance.errors import GovernanceError
 from governance.plan.types import (
     ActionType,
@@ -260,6 +260,7 @@ def _quarantine_copies(
     """Quarantine copies of vanished objects that an interrupted apply was removing; and
     the quarantine roots whose copies could not be read, with why."""
     wanted: dict[str, set[str]] = defaultdict(set)
+    serves: dict[str, str] = {}  # quarantine root -> a root whose copies it holds
     for action in actions:
         for obj in action.objects:
             row = pending.get((action.id, obj.key))
@@ -270,11 +271,13 @@ def _quarantine_copies(
                 and (action.artifact.root_url, obj.key) not in states
             ):
                 wanted[row["quarantine_root"]].add(row["quarantine_key"])
+                serves.setdefault(row["quarantine_root"], action.artifact.root_url)
     found: dict[tuple[str, str], ObjectState] = {}
     unread: dict[str, str] = {}
     for qroot, keys in wanted.items():
         try:
-            heads = stores(qroot).head(sorted(keys))
+            # (another bucket: opened with the endpoint of the root it serves)
+            heads = open_destination(stores, qroot, serves[qroot]).head(sorted(keys))
         except GovernanceError as exc:
             unread[qroot] = str(exc)  # cannot prove the copies: those actions fail for now
             continue

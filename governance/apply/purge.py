@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 from governance.apply.journal import O
 from governance.apply.modes import delete_keys
-from governance.apply.types import StoreFactory
+from governance.apply.types import StoreFactory, open_destination
 
 
 @dataclass(slots=True)
@@ -35,15 +35,19 @@ def purge_quarantine(
     report = PurgeReport()
     with engine.connect() as conn:
         rows = conn.execute(
-            select(O.c.id, O.c.plan_id, O.c.quarantine_root, O.c.quarantine_key).where(
-                and_(O.c.mode == "quarantine", O.c.state == "removed", O.c.purge_after <= now)
-            )
+            select(
+                O.c.id, O.c.plan_id, O.c.root_url, O.c.quarantine_root, O.c.quarantine_key
+            ).where(and_(O.c.mode == "quarantine", O.c.state == "removed", O.c.purge_after <= now))
         ).all()
     if not rows:
         return report
     if dry_run:
         report.purged = len(rows)
         return report
+    # A quarantine in another bucket opens with the endpoint of a root it serves (not the
+    # defaults): said once per quarantine root, before the deletes open it by URL alone.
+    for qroot, root in sorted({(r.quarantine_root, r.root_url) for r in rows}):
+        open_destination(stores, qroot, root)
     answers = delete_keys(stores, ((r.quarantine_root, r.quarantine_key) for r in rows))
     done: list[int] = []
     per_plan: dict[str, int] = defaultdict(int)

@@ -389,3 +389,52 @@ def test_a_copy_to_and_from_local_disk_still_streams_the_bytes(
     result = local.copy("q/model.pt", s3, "back/model.pt")
     assert result.ok, result.error
     assert s3_client.get_object(Bucket=s3_bucket, Key="back/model.pt")["Body"].read() == body
+
+
+def test_a_quarantine_in_another_bucket_is_purged_on_its_roots_endpoint(
+    tmp_path: Path,
+    moto_server: str,
+    second_endpoint: str,
+    s3_client: Any,
+    s3_bucket: str,
+    local_only: list[str],
+) -> None:
+    """Roots on two endpoints share no settings a quarantine in a bucket of its own could
+    borrow: a later run's purge (and an interrupted apply's check of its copies) must
+    open it with the endpoint of the root whose copies it holds, not the defaults."""
+    other, second = new_bucket(s3_client), new_bucket(s3_client)
+    keys = residue_tree(s3_client, s3_bucket)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        f"""version: 1
+storage:
+  - {{name: a, url: 's3://{s3_bucket}/', endpoint_url: '{moto_server}'}}
+  - {{name: b, url: 's3://{second}/', endpoint_url: '{second_endpoint}'}}
+approval: {{require_for: []}}
+safety: {{max_delete_fraction: 1}}
+apply: {{quarantine_url: 's3://{other}/q/'}}
+rules:
+  - {{name: residue, select: {{kind: residue}}, expire: {{after: 2d}}}}
+"""
+    )
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    doc = setup.plan()
+    assert {r["outcome"] for r in json.loads(setup.apply(doc["plan_id"]).stdout)["results"]} == {
+        "ok"
+    }
+    fresh = StoreOpener(
+        [
+            StoreSettings(f"s3://{s3_bucket}/", endpoint_url=moto_server),
+            StoreSettings(f"s3://{second}/", endpoint_url=second_endpoint),
+        ]
+    )
+    engine = setup.engine()
+    try:
+        purged = purge_quarantine(
+            engine, now=datetime.now(UTC) + timedelta(days=30), stores=fresh, actor="ops"
+        )
+    finally:
+        engine.dispose()
+    assert (purged.purged, purged.failed) == (len(keys), 0), purged.errors
+    assert not s3_client.list_objects_v2(Bucket=other).get("Contents")
+    assert local_only == []
