@@ -395,6 +395,7 @@ def _execute(
                                 earlier, in_flight = in_flight, None
                                 finish(*earlier)
                             in_flight = sent
+                            stop.check()  # (before waiting for the next batch's check)
                         stop.check()
                     except KeyboardInterrupt as exc:
                         release_frames(exc)  # a cursor it cut short holds the write lock

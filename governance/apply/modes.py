@@ -200,6 +200,8 @@ def quarantine_class(storage_class: str | None, keep_for: timedelta, size: int) 
 
     if not storage_class or storage_class not in StorageClass.__members__:
         return "STANDARD"
+    if storage_class in ("GLACIER", "DEEP_ARCHIVE"):
+        return "STANDARD"  # a copy there could not be copied back without a restore first
     days = keep_for.total_seconds() / 86_400
     own = DEFAULT_PRICING[StorageClass(storage_class)]
     billed_days = max(days, MIN_DAYS.get(storage_class, 0))

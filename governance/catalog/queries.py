@@ -21,13 +21,21 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def quarantines(conn: Engine | Connection) -> list[str]:
-    """Every quarantine location an apply has moved objects to (or journaled a move to),
-    sorted: never a root's data. A policy that changes `quarantine_url` leaves the old
+    """Every quarantine location that holds copies an apply moved there (or journaled a
+    move of), sorted: never a root's data. A policy that changes `quarantine_url` leaves the old
     copies where they were, and the next scan would list them as the root's (planned on,
     counted in its bytes): each scan and plan leaves out all of these, not only the
     policy's own (`scan.targets.excluded_prefixes`)."""
-    column = RemovedObjectRow.__table__.c.quarantine_root  # type: ignore[attr-defined]
-    query = select(column).where(column.is_not(None)).distinct()
+    table = RemovedObjectRow.__table__  # type: ignore[attr-defined]
+    column = table.c.quarantine_root
+    # only while it holds a copy (removed, or being moved there): once every copy is
+    # restored or purged the location holds nothing of govern's, and data written there
+    # later is a root's again (scanned and costed)
+    query = (
+        select(column)
+        .where(column.is_not(None), table.c.state.in_(("removed", "pending")))
+        .distinct()
+    )
     if isinstance(conn, Engine):
         with conn.connect() as c:
             return sorted(c.execute(query).scalars())

@@ -498,6 +498,14 @@ def test_a_quarantine_an_earlier_policy_used_is_never_scanned_or_planned(tmp_pat
     assert sorted(p for p in trash.rglob("*") if p.is_file()) == sorted(in_trash)
     restored = setup.restore(first["plan_id"])
     assert json.loads(restored.stdout)["failed"] == 0
+    # every copy is back: the old quarantine holds nothing of govern's, and what is
+    # written there now is the root's data, scanned and costed
+    assert not [p for p in trash.rglob("*") if p.is_file()]
+    (trash / "new-data.bin").write_bytes(b"x" * 10)
+    scanned = govern(setup.catalog, "scan", "--policy", str(setup.policy), "--format", "json")
+    files = [p for p in storage.rglob("*") if p.is_file()]  # (the restored ones with them)
+    assert trash / "new-data.bin" in files
+    assert json.loads(scanned.stdout)["scans"][0]["objects"] == len(files)
 
 
 def test_apply_with_a_policy_not_holding_the_plans_root_changes_nothing(

@@ -66,6 +66,9 @@ def test_quarantine_class_keeps_a_class_only_where_that_costs_less() -> None:
     assert quarantine_class("ONEZONE_IA", two_weeks, gib) == "ONEZONE_IA"
     assert quarantine_class("INTELLIGENT_TIERING", month, gib) == "STANDARD"
     assert quarantine_class(None, month, gib) == "STANDARD"
+    # cheaper to hold, but a copy in them could not be copied back without a restore
+    assert quarantine_class("DEEP_ARCHIVE", two_weeks, gib) == "STANDARD"
+    assert quarantine_class("GLACIER", month, gib) == "STANDARD"
 
 
 def test_restore_puts_an_object_back_in_the_class_it_had() -> None:
