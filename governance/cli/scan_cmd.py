@@ -127,6 +127,8 @@ def scan(
     for s in summaries:
         if s.status == "superseded" and not app.settings.quiet:
             click.echo(f"note: scan {s.scan_id} of {s.root}: {s.error}", err=True)
+        if s.links and not app.settings.quiet:
+            click.echo(f"note: {links_note(s)}", err=True)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
 
@@ -136,6 +138,20 @@ def warn_of(text: str) -> None:
     the logged warnings and the notes: "warning: s3://b/nope/: no objects under this
     prefix (is it spelled right? the bucket holds: datasets/, runs/)"."""
     click.echo(f"warning: {text}", err=True)
+
+
+def links_note(s: ScanSummary) -> str:
+    """What a scan says of the symbolic links it skipped: "file:///data/: 3 symbolic links
+    not listed; plans keep what the 2 inside the root point at"."""
+    met = f"{s.root}: {counted(s.links or 0, 'symbolic link')} not listed"
+    inside = s.links_inside or 0
+    if not inside:
+        return f"{met} (none points inside the root)"
+    if inside == 1:
+        what = "it points" if s.links == 1 else "the one inside the root points"
+    else:
+        what = "they point" if inside == s.links else f"the {inside:,} inside the root point"
+    return f"{met}; plans keep what {what} at"
 
 
 def _refuse_overlaps(urls: list[str]) -> None:
@@ -174,9 +190,11 @@ def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
         table = Table(title="scan")
     else:  # as `govern plans` does when narrow: a gap of one instead of rules and padding
         table = Table(title="scan", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    links = any(s.links for s in summaries)  # a column only where a root had any
     table.add_column("root", overflow="fold")
-    for col in ("objects", "bytes", "new", "changed", "gone", "seconds"):
+    for col in ("objects", "bytes", "new", "changed", "gone", *(("links",) if links else ())):
         table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("seconds", justify="right", no_wrap=True)
     for s in summaries:
         table.add_row(
             Text(s.root),
@@ -185,6 +203,7 @@ def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
             f"{s.new:,}",
             f"{s.changed:,}",
             f"{s.gone:,}",
+            *((f"{s.links:,}" if s.links is not None else "-",) if links else ()),
             f"{s.seconds:.2f}",
         )
     return table

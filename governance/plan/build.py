@@ -64,6 +64,9 @@ class RootSnapshot:
     object_lock: bool = False
     scanned_at: datetime | None = None  # when the scan began (what it lists is from then on)
     versioning: bool | None = None  # the bucket's versioning is Enabled; None: not known
+    # The root's symbolic links that point inside it, as its scan met them: (link key,
+    # target key, a folder's ending in '/'); what they point at is protected.
+    links: tuple[tuple[str, str], ...] = ()
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -302,7 +305,7 @@ def _build(
             versioning[root.url] = root.versioning
         removed = deleted.setdefault(root.url, 0)
         live = 0
-        decider = Decider(policy, as_of, root.url, root.supports_storage_classes)
+        decider = Decider(policy, as_of, root.url, root.supports_storage_classes, root.links)
         for group in root.groups:
             live += _tally_classes(group, class_bytes)
             if group.run is not None:

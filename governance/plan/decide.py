@@ -45,7 +45,7 @@ from governance.plan.costs import (
     action_costs,
     coldness,
 )
-from governance.plan.protect import Protector, shielded_from_expiry
+from governance.plan.protect import protector_for, shielded_from_expiry
 from governance.plan.selectors import (
     Subject,
     describe,
@@ -766,15 +766,24 @@ class Decider:
     `build_plan` makes one per root and feeds it every group; what does not depend on the
     group is worked out here once (each rule's kinds and whether it needs a per-artifact
     look, the protected paths that can match under the root, prices per storage class).
+    `links` are the root's symbolic links that point inside it, (link key, target key):
+    what they point at is protected (`protect.LinkTargets`).
     """
 
-    def __init__(self, policy: Policy, as_of: datetime, root_url: str, classes: bool) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        as_of: datetime,
+        root_url: str,
+        classes: bool,
+        links: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.policy = policy
         self.as_of = as_of
         self.root_url = root_url
         self.classes = classes
         self.rates = Rates(policy)
-        self.protector = Protector(policy.protect, root_url, as_of)
+        self.protector = protector_for(policy.protect, root_url, as_of, links)
         self._rules: list[_RuleView] = [
             (
                 i,
@@ -954,9 +963,10 @@ def decide_group(
     as_of: datetime,
     *,
     trace: bool = False,
+    links: Sequence[tuple[str, str]] = (),
 ) -> GroupResult:
     """Decide every artifact of one group; memory is bounded by the group."""
-    return Decider(policy, as_of, root_url, classes).decide(group, trace=trace)
+    return Decider(policy, as_of, root_url, classes, links).decide(group, trace=trace)
 
 
 def _owner_traced(

@@ -69,7 +69,13 @@ def explain(
                     runs.append(group.run.name)
                 continue
             result = decide_group(
-                group, root.url, root.supports_storage_classes, policy, as_of, trace=True
+                group,
+                root.url,
+                root.supports_storage_classes,
+                policy,
+                as_of,
+                trace=True,
+                links=root.links,
             )
             d = next(x for x in result.decisions if x.artifact is target)
             assert isinstance(d, TracedDecision)

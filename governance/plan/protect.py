@@ -7,11 +7,16 @@ has Object Lock) were not read protects its artifact, since it cannot be proven
 unprotected (and a tag-selecting rule that failed to match could hand the artifact to a
 later, deleting rule). `protect.run_status` is different: it only shields artifacts from
 expire and transition rules; tiers still thin them (see `shielded_from_expiry`).
+
+Symbolic links protect what they point at (`LinkTargets`): a scan lists no link, but a
+plan that deleted `checkpoint-500` would leave `runs/x/best -> checkpoint-500` dangling.
+A root's links come in with its snapshot; a root without any pays nothing for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from itertools import chain, repeat
 from operator import attrgetter
@@ -203,6 +208,140 @@ class Protector:
         return not (
             any(map(_UNREAD, objects)) or any(map(_HOLD, objects)) or any(map(_UNTIL, objects))
         )
+
+
+class LinkTargets:
+    """What the symbolic links of one root point at, as protection asks it.
+
+    `links` are (link key, target key) pairs under the root (a folder target ends in '/',
+    the root itself is ''). An artifact is protected when it holds a target (a file
+    target is one of its objects, or lies in its folder; a folder target is its folder or
+    lies in it) or lies in a folder target (its key or one of its objects' keys is under
+    it). A link inside an artifact's folder that points within that same artifact does
+    not keep it: the two go together. Where several links point at one target, the
+    first by key is named.
+
+        >>> LinkTargets([("runs/x/best", "runs/x/checkpoint-500/")]).touches(["runs/x/c"])
+        True
+    """
+
+    __slots__ = ("_dirs", "_targets", "_to")
+
+    def __init__(self, links: Iterable[tuple[str, str]]) -> None:
+        to: dict[str, list[str]] = {}
+        for link, target in sorted(links):
+            to.setdefault(target, []).append(link)
+        self._to = {target: tuple(names) for target, names in to.items()}
+        self._targets = sorted(self._to)
+        self._dirs = frozenset(t for t in self._to if not t or t.endswith("/"))
+
+    def touches(self, keys: Sequence[str]) -> bool:
+        """False only when no target can protect an artifact whose own and objects' keys
+        are among `keys`: none lies under what they all start with, and no folder target
+        holds that. Asked once per group, so a group far from every link costs a few
+        lookups and its artifacts none."""
+        if not keys:
+            return False
+        common = commonprefix([min(keys), max(keys)])  # noqa: RUF071 (characters)
+        return self._first_under(common) is not None or self._folder_above(common) is not None
+
+    def reason(self, art: Artifact) -> str | None:
+        """Why a link keeps `art`: "the symbolic link runs/x/best points at it", or None."""
+        key = art.key
+        folder = not key or key.endswith("/")
+        within = key if folder else None  # links in here that point in here do not count
+        link = self._link(key, within)
+        if link is not None:
+            return f"the symbolic link {link} points at it"
+        files = [o.key for o in art.objects]
+        for name in files:  # a file target among its objects
+            if name != key:
+                link = self._link(name, within)
+                if link is not None:
+                    return f"the symbolic link {link} points at {name}, inside it"
+        if folder:  # a target inside its folder
+            targets = self._targets
+            for i in range(bisect_left(targets, key), len(targets)):
+                target = targets[i]
+                if not target.startswith(key):
+                    break
+                link = self._link(target, within)
+                if link is not None:
+                    return f"the symbolic link {link} points at {target}, inside it"
+        # a folder target that holds it, or holds one of its objects
+        for name in [key, *(f for f in files if not (folder and f.startswith(key)))]:
+            above = self._folder_above(name, strict=True)
+            if above is not None:
+                where = above or "the root folder"
+                return f"the symbolic link {self._to[above][0]} points at {where}, which holds it"
+        return None
+
+    def _link(self, target: str, within: str | None) -> str | None:
+        """The first link to `target` (None when none), leaving out links inside `within`."""
+        names = self._to.get(target)
+        if names is None:
+            return None
+        if within is None:
+            return names[0]
+        return next((n for n in names if not n.startswith(within)), None)
+
+    def _first_under(self, prefix: str) -> str | None:
+        """The first target that starts with `prefix`, if any."""
+        i = bisect_left(self._targets, prefix)
+        if i < len(self._targets) and self._targets[i].startswith(prefix):
+            return self._targets[i]
+        return None
+
+    def _folder_above(self, key: str, strict: bool = False) -> str | None:
+        """The outermost folder target that `key` starts with ('' first, then each folder of
+        its path; with `strict`, not `key` itself), if any."""
+        dirs = self._dirs
+        if not dirs:
+            return None
+        if "" in dirs and (key or not strict):
+            return ""
+        end = key.find("/")
+        while end != -1:
+            prefix = key[: end + 1]
+            if strict and prefix == key:
+                break
+            if prefix in dirs:
+                return prefix
+            end = key.find("/", end + 1)
+        return None
+
+
+class LinkProtector(Protector):
+    """A `Protector` for a root with symbolic links that point inside it: what the
+    policy protects first, then what a link points at (`LinkTargets`)."""
+
+    __slots__ = ("_links",)
+
+    def __init__(
+        self, protect: Protect, root_url: str, as_of: datetime, links: LinkTargets
+    ) -> None:
+        super().__init__(protect, root_url, as_of)
+        self._links = links
+
+    def __call__(self, art: Artifact, uri: str, age: timedelta) -> str | None:
+        found = super().__call__(art, uri, age)
+        return found if found is not None else self._links.reason(art)
+
+    def by_age_alone(self, artifacts: Sequence[Artifact]) -> bool:
+        if not super().by_age_alone(artifacts):
+            return False
+        keys = [*map(_KEY, artifacts), *map(_KEY, chain.from_iterable(map(_OBJECTS, artifacts)))]
+        return not self._links.touches(keys)
+
+
+def protector_for(
+    protect: Protect, root_url: str, as_of: datetime, links: Sequence[tuple[str, str]] = ()
+) -> Protector:
+    """The root's Protector: a `LinkProtector` when it has links (pairs of link key and
+    target key) pointing inside it, else the plain one (no cost per artifact for links)."""
+    if not links:
+        return Protector(protect, root_url, as_of)
+    return LinkProtector(protect, root_url, as_of, LinkTargets(links))
 
 
 _KEY = attrgetter("key")

@@ -23,6 +23,7 @@ from governance.catalog.derived import (
     refresh_metadata,
     refresh_object_attributes,
 )
+from governance.catalog.links import root_links
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.queries import quarantines
 from governance.catalog.roots import find_root, last_complete_scan
@@ -98,6 +99,8 @@ def root_snapshots(
                 object_lock=needs.lock,
                 scanned_at=scan.started_at,
                 versioning=_versioning(store),
+                # what the root's links point at is protected (as of the same scan)
+                links=tuple(root_links(engine, root.id)),
             )
         )
     return snapshots

@@ -2,7 +2,9 @@
 
 The listing goes into a staging table in batches; only when it is complete is it folded
 into `objects` in one transaction. A scan that fails or is interrupted therefore marks
-nothing gone and leaves the last complete state as it was.
+nothing gone and leaves the last complete state as it was. The same transaction replaces
+the root's symbolic links that point inside it (`catalog.links`; local disk: the listing
+lists no link, but plans keep what one points at).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from governance.catalog import bulk, rescan
+from governance.catalog.links import replace_links
 from governance.catalog.queries import quarantines
 from governance.catalog.roots import finish_scan, get_or_create_root, start_scan
 from governance.catalog.tables import Scan
 from governance.scan.listing import ListingStart, start_listing
 from governance.scan.targets import prefixes_under
-from governance.storage.base import Store
+from governance.storage.base import Store, listing_symlinks
 
 BATCH = 5000
 
@@ -45,9 +48,14 @@ class ScanSummary:
     gone: int
     seconds: float
     error: str | None = None
+    # symbolic links met and not listed, and of them those whose target lies inside the
+    # root (kept in the catalog: plans leave their targets alone); None: the store has no
+    # links to meet (S3, other fsspec filesystems), and the JSON leaves both out
+    links: int | None = None
+    links_inside: int | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "root": self.root,
             "scan_id": self.scan_id,
             "status": self.status,
@@ -59,6 +67,10 @@ class ScanSummary:
             "seconds": round(self.seconds, 3),
             "error": self.error,
         }
+        if self.links is not None:  # a store with links to meet (local disk)
+            out["links"] = self.links
+            out["links_inside"] = self.links_inside
+        return out
 
 
 def scan_store(
@@ -149,6 +161,12 @@ def _scan_rows(
                 new, changed, gone = (
                     (0, 0, 0) if newer else bulk.merge_stage(conn, root_id, scan_id)
                 )
+            found = listing_symlinks(listing.rows)  # (whole: the rows are consumed)
+            inside = found.inside if found is not None else []
+            if late:
+                inside = [link for link in inside if not link[0].startswith(late)]
+            if newer is None:  # the root's links are now the ones this listing met
+                replace_links(conn, root_id, scan_id, inside)
             status = "complete" if newer is None else "superseded"
             note = (
                 None
@@ -203,6 +221,8 @@ def _scan_rows(
         gone=gone,
         seconds=time.perf_counter() - listing.began,
         error=note,
+        links=found.count if found is not None else None,
+        links_inside=len(inside) if found is not None else None,
     )
 
 

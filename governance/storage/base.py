@@ -176,6 +176,28 @@ versions or uploads (local disk); the scanner binds four values a row instead of
 AnyRow = ListingRow | CompactRow
 
 
+@dataclass(slots=True)
+class Symlinks:
+    """The symbolic links a local listing met and passed over (a scan lists none of them).
+
+    `count` counts every link under the root outside the excluded prefixes (dangling ones,
+    loops and links that lead out of the root included); `inside` holds, for those that
+    resolve (`os.path.realpath`, through chains) to a file or folder inside the root,
+    (link key, target key): keys relative to the root, a folder's ending in '/', the
+    root itself as ''. Filled as the walk goes; whole once its rows are consumed.
+    """
+
+    count: int = 0
+    inside: list[tuple[str, str]] = field(default_factory=list)
+
+
+def listing_symlinks(rows: object) -> Symlinks | None:
+    """The links met by a listing (`rows`, as a store returned it), once it has been
+    consumed; None for a store that has no symbolic links to meet (S3, fsspec)."""
+    found = getattr(rows, "symlinks", None)
+    return found if isinstance(found, Symlinks) else None
+
+
 def list_compact_rows(
     store: Store, exclude_prefixes: Sequence[str] = ()
 ) -> Iterator[CompactRow] | None:

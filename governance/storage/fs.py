@@ -5,7 +5,8 @@ Local disk is walked with `os.scandir` directory by directory (`local_walk`; fss
 plain scandir), in a child process when the scanner asks; every other protocol streams
 through `fs.walk`, one directory per listing call.
 Symbolic links are neither followed nor listed: following them could count (and delete)
-the same bytes twice, or escape the root.
+the same bytes twice, or escape the root. The scanner's listing of local disk reports the
+links it met (`base.Symlinks`), so that plans can leave their targets alone.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from governance.storage.base import (
     ObjectLock,
     ObjectState,
     Store,
+    Symlinks,
     row_from_info,
 )
 from governance.storage.errors import KeyNotFoundError, translate
-from governance.storage.local_walk import WalkProcess, can_walk_beside, walk_tree
+from governance.storage.local_walk import TreeWalk, WalkProcess, can_walk_beside, walk_tree
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_FIELDS = ("LastModified", "last_modified", "mtime", "modified", "updated", "created")
@@ -128,7 +130,8 @@ class FsspecStore:
         self, exclude_prefixes: Sequence[str] = ()
     ) -> Iterator[CompactRow] | None:
         """Local disk only: (key, size, mtime token, µs) rows, the scanner's fastest path,
-        walked by a child process when there is a second CPU (`local_walk.WalkProcess`)."""
+        walked by a child process when there is a second CPU (`local_walk.WalkProcess`).
+        Either way the rows carry the symbolic links met (`base.listing_symlinks`)."""
         if not self._local:
             return None
         excludes = tuple(p for p in exclude_prefixes if p)
@@ -137,11 +140,12 @@ class FsspecStore:
                 return WalkProcess(self._base, self.url, excludes)
             except OSError:
                 pass  # no interpreter to start (an embedded or frozen Python): walk here
-        return self._compact(excludes)
+        symlinks = Symlinks()
+        return TreeWalk(self._compact(excludes, symlinks), symlinks)
 
-    def _compact(self, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
+    def _compact(self, excludes: tuple[str, ...], symlinks: Symlinks) -> Iterator[CompactRow]:
         try:
-            yield from self._walk_local(excludes)
+            yield from walk_tree(self._base, self.url, excludes, symlinks)
         except StorageError:
             raise
         except Exception as exc:

@@ -10,7 +10,10 @@ only the scanner, which stops the child; if the scanner dies, the child's next w
 fails and it exits.
 
 Rows are `(key, size, "mtime:<ns>", µs)`: the mtime token stands in for an ETag on disk.
-Symbolic links are neither followed nor listed.
+Symbolic links are neither followed nor listed; a walk asked to (`Symlinks`) counts them
+and notes those that resolve inside the root, with their targets, which the scanner keeps
+so that plans leave what a link points at alone. The child sends them after the last
+batch of rows, so the rows' path is the same with links or without.
 """
 
 from __future__ import annotations
@@ -24,28 +27,37 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from governance.errors import AccessDeniedError, NoSuchRootError, StorageError
-from governance.storage.base import CompactRow
+from governance.storage.base import CompactRow, Symlinks
 
 BATCH_ROWS = 2000
 """Rows per message: large enough that framing and wake-ups cost nothing per row."""
 _HEADER = struct.Struct("<Q")
 _PIPE_BYTES = 1 << 20
 """Pipe capacity asked for (Linux): fewer wake-ups; the child stays at most this far ahead."""
+LINK_BATCH = 20_000
+"""Links per message (after the rows): a tree of links (a Hugging Face cache is one per
+file) must not become one huge message."""
 _ERRORS: dict[str, type[StorageError]] = {
     cls.__name__: cls for cls in (StorageError, NoSuchRootError, AccessDeniedError)
 }
 
 
-def walk_tree(base: str, url: str, excludes: tuple[str, ...]) -> Iterator[CompactRow]:
+def walk_tree(
+    base: str, url: str, excludes: tuple[str, ...], symlinks: Symlinks | None = None
+) -> Iterator[CompactRow]:
     """Depth-first scandir walk of `base` (ending in '/') yielding compact rows.
 
     Excluded subtrees are never entered. The per-file work is one lstat and one tuple:
     this loop is the local scan's hot path. Raises NoSuchRootError / AccessDeniedError
-    naming `url`; a file or directory removed while the walk runs is skipped.
+    naming `url`; a file or directory removed while the walk runs is skipped. Symbolic
+    links are not yielded; with `symlinks` given, each one met outside the excluded
+    prefixes is counted there, and noted with its target when that lies inside the root
+    (`note_link`): work for links only, none per file.
     """
+    real_root = os.path.realpath(base) if symlinks is not None else ""
     stack = [("", base)]
     while stack:
         rel, directory = stack.pop()
@@ -71,6 +83,10 @@ def walk_tree(base: str, url: str, excludes: tuple[str, ...]) -> Iterator[Compac
                             stack.append((sub, entry.path + "/"))
                         continue
                     if not entry.is_file(follow_symlinks=False):
+                        if symlinks is not None and entry.is_symlink():
+                            key = rel + entry.name
+                            if not (relevant and key.startswith(relevant)):
+                                note_link(symlinks, key, entry.path, real_root)
                         continue  # symlinks, sockets, fifos
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
@@ -80,6 +96,49 @@ def walk_tree(base: str, url: str, excludes: tuple[str, ...]) -> Iterator[Compac
                     continue
                 ns = st.st_mtime_ns
                 yield (key, st.st_size, f"mtime:{ns}", ns // 1000)
+
+
+def note_link(symlinks: Symlinks, key: str, path: str, real_root: str) -> None:
+    """Count the link at `path` (`key` under the root) and, when it resolves (through any
+    chain of links) to a file or folder inside the root (`real_root`, resolved), note
+    (key, target key), a folder's ending in '/' and the root itself ''. A dangling link,
+    a loop or a target that cannot be reached is counted and nothing more."""
+    symlinks.count += 1
+    try:
+        target = os.path.realpath(path, strict=True)
+        folder = os.path.isdir(target)
+    except (OSError, ValueError):
+        return  # dangling, a loop, or a part of the way not readable
+    if target == real_root:
+        symlinks.inside.append((key, ""))
+        return
+    prefix = real_root.rstrip(os.sep) + os.sep
+    if not target.startswith(prefix):
+        return  # outside the root: nothing of the root's to keep
+    relative = target[len(prefix) :].replace(os.sep, "/")
+    symlinks.inside.append((key, relative + "/" if folder else relative))
+
+
+class TreeWalk:
+    """`walk_tree`'s rows walked in this process, with the links met (`symlinks`, whole
+    once the rows are consumed). Iterating it iterates the walk itself: no frame per row."""
+
+    __slots__ = ("_rows", "symlinks")
+
+    def __init__(self, rows: Iterator[CompactRow], symlinks: Symlinks) -> None:
+        self._rows = rows
+        self.symlinks = symlinks
+
+    def __iter__(self) -> Iterator[CompactRow]:
+        return self._rows
+
+    def __next__(self) -> CompactRow:
+        return next(self._rows)
+
+    def close(self) -> None:
+        close = getattr(self._rows, "close", None)
+        if close is not None:
+            close()
 
 
 def can_walk_beside() -> bool:
@@ -95,7 +154,8 @@ class WalkProcess:
     """The rows of `walk_tree(base, url, excludes)`, walked by a child process.
 
     Iterate it once, then `close()` (always; safe more than once): closing early stops the
-    child. Errors the child meets are raised here as the same StorageError it met.
+    child. Errors the child meets are raised here as the same StorageError it met. The
+    links the child met are in `symlinks` once the rows are consumed.
     """
 
     def __init__(self, base: str, url: str, excludes: tuple[str, ...]) -> None:
@@ -115,6 +175,7 @@ class WalkProcess:
         )
         assert self._proc.stdout is not None
         self._out: IO[bytes] = self._proc.stdout
+        self.symlinks = Symlinks()
         _widen_pipe(self._out.fileno())
         self._rows: Iterator[CompactRow] = self._receive()
 
@@ -139,6 +200,10 @@ class WalkProcess:
             if isinstance(message, tuple):  # (error class name, message without the URL)
                 name, detail = message
                 raise _ERRORS.get(name, StorageError)(self.url, detail)
+            if isinstance(message, dict):  # links met, after the last rows
+                self.symlinks.count += message["count"]
+                self.symlinks.inside += message["inside"]
+                continue
             yield from message
 
     def close(self) -> None:
@@ -161,26 +226,37 @@ def _widen_pipe(fd: int) -> None:
         fcntl.fcntl(fd, set_size, _PIPE_BYTES)
 
 
-def _send(out: IO[bytes], message: list[CompactRow] | tuple[str, str] | None) -> None:
+Message = list[CompactRow] | dict[str, Any] | tuple[str, str] | None
+
+
+def _send(out: IO[bytes], message: Message) -> None:
     data = marshal.dumps(message)
     out.write(_HEADER.pack(len(data)))
     out.write(data)
 
 
 def serve(base: str, url: str, excludes: tuple[str, ...], out: IO[bytes]) -> None:
-    """The child's side: walk and write framed marshal messages (row batches, then None;
-    or an error as (class name, message))."""
+    """The child's side: walk and write framed marshal messages (row batches; then, when
+    the walk met links, `{"count": n, "inside": [(link, target), ...]}` in one or
+    more messages, `count` given in the first; then None; or an error as (class name,
+    message))."""
     from governance.storage.errors import translate
 
     batch: list[CompactRow] = []
+    links = Symlinks()
     try:
-        for row in walk_tree(base, url, excludes):
+        for row in walk_tree(base, url, excludes, links):
             batch.append(row)
             if len(batch) == BATCH_ROWS:
                 _send(out, batch)
                 batch = []
         if batch:
             _send(out, batch)
+        if links.count:
+            inside, count = links.inside, links.count
+            for start in range(0, max(len(inside), 1), LINK_BATCH):
+                _send(out, {"count": count, "inside": inside[start : start + LINK_BATCH]})
+                count = 0
         _send(out, None)
     except Exception as exc:
         error = exc if isinstance(exc, StorageError) else translate(url, exc)
