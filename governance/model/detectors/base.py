@@ -250,6 +250,17 @@ def artifact(
 _COMPLETE = Verdict(True, "")
 
 
+FILESYSTEM_ETAG = "mtime:"
+"""How a filesystem's listing marks its stand-in ETag (`mtime:<ns>`, see
+`governance.storage.base`): object stores give real ETags."""
+
+
+def on_filesystem(members: Sequence[CatalogObject]) -> bool:
+    """True when the objects come from a filesystem (their ETags are `mtime:` tokens), where
+    a rename is atomic; False for object stores (S3, GCS: no rename, only copies)."""
+    return bool(members) and all(o.etag.startswith(FILESYSTEM_ETAG) for o in members)
+
+
 def non_empty_file(members: list[CatalogObject], what: str) -> Verdict:
     """Completeness of a single-file unit: it exists and is not empty."""
     if all(o.size > 0 for o in members):

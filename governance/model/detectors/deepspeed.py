@@ -4,14 +4,23 @@
 
 DeepSpeed writes the text file `<save_dir>/latest` (the tag) after a save finishes, so a tag
 is complete when `latest` names it or a later step, and model and optimizer files are there
-for every rank found. `latest`, `latest_universal` and `zero_to_fp32.py` in the save
-folder are small metadata artifacts of their own.
+for every rank found (every model-parallel rank with model states has its optimizer
+partitions, and the other way round). Tags that are not `global_step<N>` (Lightning's
+`checkpoint`, accelerate's `pytorch_model`, `epoch1`) cannot be compared by step: a tag
+written after `latest` (beyond `LATEST_SKEW`) and not named by it is a save in flight.
+`latest`, `latest_universal` and `zero_to_fp32.py` in the save folder are small metadata
+artifacts of their own.
+
+ZeRO-3 (model states named `zero_pp_rank_<dp>_mp_rank_<mp>_model_states.pt`) keeps no real
+weights in the model states: the fp32 weights are rebuilt from the optimizer partitions
+(`zero_to_fp32.py`), so such a tag cannot be stripped.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import timedelta
 from functools import lru_cache
 
 from governance.model.detectors.base import (
@@ -31,7 +40,13 @@ from governance.wording import counted
 TRACKERS = frozenset({"latest", "latest_universal", "zero_to_fp32.py"})
 _MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
 _OPTIM = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+_Z3_MODEL = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_model_states\.pt$")
 _TAG_STEP = re.compile(r"global_step(\d+)")
+LATEST_SKEW = timedelta(minutes=2)
+"""How much later than `latest` a tag's files may be written and still belong to a save
+that `latest` recorded (rank 0 writes `latest` while other ranks may still be closing
+their files; clocks of shared filesystems' clients differ by seconds)."""
+ZERO3_NOTE = "ZeRO-3: the weights are in the optimizer partitions: cannot be stripped"
 
 
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
@@ -53,19 +68,34 @@ def ranks_verdict(names: list[str]) -> Verdict:
 def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
     model = {int(m.group(1)) for n in names if (m := _MODEL.search(n))}
     optim = {(int(m.group(1)), int(m.group(2))) for n in names if (m := _OPTIM.search(n))}
+    # ZeRO-3 model states: one file per (dp, mp) rank, like the optimizer partitions
+    zero3 = {(int(m.group(1)), int(m.group(2))) for n in names if (m := _Z3_MODEL.search(n))}
     layers = any(n.rpartition("/")[2].startswith("layer_") for n in names)
     mp = model | {r for _, r in optim}
     if not mp and not layers:
         return Verdict(False, "no model states")
     missing = [f"mp_rank_{r:02d}_model_states.pt" for r in sorted(mp - model)]
-    if optim:
-        dps = range(max(d for d, _ in optim) + 1)
-        missing += [f"optim dp{d}/mp{r}" for r in sorted(mp) for d in dps if (d, r) not in optim]
+    if optim or zero3:
+        # every dp rank up to the highest seen, for every model-parallel rank
+        dps = range(max(d for d, _ in optim | zero3) + 1)
+        if optim:
+            missing += [
+                f"optim dp{d}/mp{r}" for r in sorted(mp) for d in dps if (d, r) not in optim
+            ]
+        if zero3:
+            missing += [
+                f"zero_pp_rank_{d}_mp_rank_{r:02d}_model_states.pt"
+                for r in sorted(mp)
+                for d in dps
+                if (d, r) not in zero3
+            ]
     if missing:
         return Verdict(False, f"missing {counted(len(missing), 'shard')}: {missing[0]}")
     n_optim = len(optim)
     return Verdict(
-        True, f"{counted(len(mp), 'model rank')}, {counted(n_optim, 'optimizer partition')}"
+        True,
+        ("ZeRO-3, " if zero3 else "")
+        + f"{counted(len(mp), 'model rank')}, {counted(n_optim, 'optimizer partition')}",
     )
 
 
@@ -75,7 +105,13 @@ def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
     return _latest_verdict(head + sep, tag, step, ctx)  # `parent(unit)`, `basename(unit)`
 
 
-def _latest_verdict(save_dir: str, tag: str, step: int | None, ctx: Context) -> Verdict:
+def _latest_verdict(
+    save_dir: str,
+    tag: str,
+    step: int | None,
+    ctx: Context,
+    members: list[CatalogObject] | None = None,
+) -> Verdict:
     tracker_name = "latest_universal" if tag.endswith("_universal") else "latest"
     named = _tracker_tag(save_dir + tracker_name, ctx)
     if named is None:
@@ -89,6 +125,18 @@ def _latest_verdict(save_dir: str, tag: str, step: int | None, ctx: Context) -> 
         if named_step >= step:
             return _later(tracker_name, text)
         return _unfinished(tracker_name, text)
+    if members:
+        # Steps cannot be compared (`epoch3` vs `epoch2`): `latest` is written right after
+        # the files of the tag it names, so a tag written after it is a save in flight.
+        tracker = ctx.lookup(save_dir + tracker_name)
+        if tracker is not None:
+            newest = max([o.last_modified for o in members])
+            if newest > tracker.last_modified + LATEST_SKEW:
+                return Verdict(
+                    False,
+                    f"written after {tracker_name} ({text}), which does not name it: "
+                    "save not finished",
+                )
     return Verdict(True, f"{tracker_name} names {text} (not comparable)")
 
 
@@ -189,11 +237,11 @@ class DeepSpeedDetector(Detector):
             head, sep, tag = unit.rstrip("/").rpartition("/")
             n = len(unit)
             # `basename(unit)` is `tag` unless the unit ends in '//'
-            step, ranks, components, strippable = _tag_facts(
+            step, ranks, components, strippable, note = _tag_facts(
                 tag if unit[-2:-1] != "/" else basename(unit), tuple([o.key[n:] for o in members])
             )
             save_dir = head + sep  # `parent(unit)`
-            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx))
+            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx, members))
             # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
             # names=), with what a tag's file names decide memoised
             out.append(
@@ -209,7 +257,7 @@ class DeepSpeedDetector(Detector):
                     reason,
                     {},
                     strippable,
-                    "",
+                    note,
                 )
             )
         return out
@@ -218,14 +266,18 @@ class DeepSpeedDetector(Detector):
 @lru_cache(maxsize=4096)  # tag names and their file names repeat run after run
 def _tag_facts(
     name: str, names: tuple[str, ...]
-) -> tuple[int | None, Verdict, tuple[Component, ...], bool]:
+) -> tuple[int | None, Verdict, tuple[Component, ...], bool, str]:
     """`_tag_step(name)` and `_tag_files(names)` in one look-up."""
     return (_tag_step(name), *_tag_files(names))
 
 
 @lru_cache(maxsize=1024)  # tag folders of one run (and of many) hold the same file names
-def _tag_files(names: tuple[str, ...]) -> tuple[Verdict, tuple[Component, ...], bool]:
-    """What a tag's file names decide: `ranks_verdict`, each file's component, and whether
-    some state is in files of its own (`artifact`'s default `strippable`)."""
+def _tag_files(names: tuple[str, ...]) -> tuple[Verdict, tuple[Component, ...], bool, str]:
+    """What a tag's file names decide: `ranks_verdict`, each file's component, whether
+    some state is in files of its own (`artifact`'s default `strippable`), and the note.
+    ZeRO-3 model states hold no real weights (they are rebuilt from the optimizer
+    partitions): such a tag cannot be stripped."""
     components = tuple([ds_component(name) for name in names])
-    return _ranks_verdict(names), components, not STATE_COMPONENTS.isdisjoint(components)
+    if any(_Z3_MODEL.search(name) for name in names):
+        return _ranks_verdict(names), components, False, ZERO3_NOTE
+    return _ranks_verdict(names), components, not STATE_COMPONENTS.isdisjoint(components), ""

@@ -3,9 +3,14 @@ items in subfolders (`default/`, `state/`, ...) with `_METADATA`, `manifest.ocdb
 `ocdbt.process_<i>/`, and `_CHECKPOINT_METADATA` at the step.
 
 Orbax saves into `<name>.orbax-checkpoint-tmp-<ts>` and renames; on stores without rename
-(GCS, S3) it writes `commit_success.txt` instead. A step folder is complete when
-`_CHECKPOINT_METADATA` or `commit_success.txt` is in it. Tmp folders are residue (see
-`residue.py`). Items whose name says optimizer (`opt_state/`) can be stripped.
+(GCS, S3) it writes `_CHECKPOINT_METADATA` when the save starts and `commit_success.txt`
+when it commits. So on a filesystem (atomic rename) a step folder under its final name is
+complete when `_CHECKPOINT_METADATA` is in it, or (older Orbax, which did not write it) when
+each of its items has its `_METADATA`. On an object store it is complete when
+`commit_success.txt` is in it, or its `_CHECKPOINT_METADATA` has `commit_timestamp_nsecs`
+(read through the metadata reader; unread, it is taken as committed, as DeepSpeed takes an
+unread `latest`). Tmp folders are residue (see `residue.py`). Items whose name says
+optimizer (`opt_state/`) can be stripped.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from governance.model.detectors.base import (
     Verdict,
     artifact,
     basename,
+    on_filesystem,
     parent,
     step_from_name,
 )
@@ -79,13 +85,10 @@ class OrbaxDetector(Detector):
 
     def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
         names = {o.key[len(unit) :] for o in members}
-        found = [f for f in COMMIT_FILES if f in names]
-        if found:
-            verdict = Verdict(True, f"{found[0]} present")
+        if on_filesystem(members):
+            verdict = _renamed_verdict(names)
         else:
-            verdict = Verdict(
-                False, "no _CHECKPOINT_METADATA or commit_success.txt (not committed)"
-            )
+            verdict = _object_store_verdict(unit, names, ctx)
         return artifact(
             unit,
             Kind.CHECKPOINT,
@@ -95,3 +98,46 @@ class OrbaxDetector(Detector):
             step=step_from_name(basename(unit)),
             verdict=verdict,
         )
+
+
+def _renamed_verdict(names: set[str]) -> Verdict:
+    """A step folder under its final name on a filesystem: Orbax renamed it from its tmp
+    name once the save was done, so it is complete if its items are there."""
+    if COMMIT_FILES[0] in names:
+        return Verdict(True, f"{COMMIT_FILES[0]} present (renamed from its tmp folder)")
+    if COMMIT_FILES[1] in names:
+        return Verdict(True, f"{COMMIT_FILES[1]} present")
+    items = sorted(
+        {
+            item
+            for n in names
+            if (item := n.partition("/")[0]) != n
+            and (n.endswith(_ITEM_FILES) or "/ocdbt.process_" in n)
+        }
+    )
+    without = [i for i in items if f"{i}/_METADATA" not in names]
+    if not items:
+        return Verdict(False, "no item with _METADATA (not committed)")
+    if without:
+        return Verdict(False, f"item {without[0]}/ without _METADATA (not committed)")
+    return Verdict(True, "final name (renamed from its tmp folder), items with _METADATA")
+
+
+def _object_store_verdict(unit: str, names: set[str], ctx: Context) -> Verdict:
+    """On a store without rename `_CHECKPOINT_METADATA` is written when the save starts:
+    `commit_success.txt`, or a commit time in `_CHECKPOINT_METADATA`, says it committed."""
+    if COMMIT_FILES[1] in names:
+        return Verdict(True, f"{COMMIT_FILES[1]} present")
+    if COMMIT_FILES[0] not in names:
+        return Verdict(False, "no _CHECKPOINT_METADATA or commit_success.txt (not committed)")
+    meta = ctx.lookup(unit + COMMIT_FILES[0])
+    data = ctx.read_json(meta)
+    if data is None:
+        return Verdict(True, f"{COMMIT_FILES[0]} present (unread)")
+    if isinstance(data, dict) and data.get("commit_timestamp_nsecs"):
+        return Verdict(True, f"{COMMIT_FILES[0]} has commit_timestamp_nsecs")
+    return Verdict(
+        False,
+        f"{COMMIT_FILES[0]} without commit_timestamp_nsecs and no commit_success.txt "
+        "(save started, not committed)",
+    )

@@ -1,0 +1,282 @@
+"""Checkpoint completeness and strippability the frameworks' own sources decide: ZeRO-3
+tags, DeepSpeed tags that are not `global_step<N>`, ranks missing from a tag, and Orbax
+commits on object stores and filesystems."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from governance.model.classify import classify
+from governance.model.types import Artifact, ClassifyOptions, Group, Kind
+from governance.plan.types import ActionType
+from tests.fixtures import builders as b
+from tests.unit.plan_factories import AS_OF, actions_for, kept_for, make_plan, policy
+
+LATE = b.T0 + timedelta(days=30)  # far outside the 3-day grace of the builders' writes
+DAY = timedelta(days=1)
+
+STRIP = """
+protect: {min_age: 1d}
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - {name: recent, keep_last: 1}
+      - {name: thin, keep_every_steps: 1, keep_components: [weights, metadata]}
+    otherwise: delete
+"""
+
+KEEP_LAST_1 = """
+protect: {min_age: 1d}
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers: [{name: recent, keep_last: 1}]
+    otherwise: delete
+"""
+
+
+def groups(tree: b.MemoryTree, as_of=LATE) -> list[Group]:
+    return list(classify(tree.objects, ClassifyOptions(as_of=as_of), tree.read_meta))
+
+
+def arts(tree: b.MemoryTree, as_of=LATE) -> dict[str, Artifact]:
+    return {a.key: a for g in groups(tree, as_of) for a in g.artifacts}
+
+
+# ------------------------------------------------------------------- DeepSpeed ZeRO-3
+
+
+def _zero3(tree: b.MemoryTree) -> list[str]:
+    units = [
+        b.deepspeed_tag(tree, "z3/ckpt", f"global_step{s}", mtime=b.T0 + i * DAY, zero3=True)
+        for i, s in enumerate((100, 200))
+    ]
+    b.deepspeed_latest(tree, "z3/ckpt", "global_step200", b.T0 + DAY)
+    return units
+
+
+def test_zero3_tag_is_complete_but_not_strippable() -> None:
+    t = b.MemoryTree()
+    units = _zero3(t)
+    a = arts(t)
+    for u in units:
+        assert a[u].complete, a[u].completeness_reason
+        assert not a[u].strippable
+        assert "cannot be stripped" in a[u].note
+        assert "ZeRO-3" in a[u].note
+
+
+def test_zero3_model_states_missing_for_one_dp_rank() -> None:
+    t = b.MemoryTree()
+    u = b.deepspeed_tag(
+        t,
+        "z3/ckpt",
+        "global_step100",
+        zero3=True,
+        drop=("zero_pp_rank_1_mp_rank_00_model_states.pt",),
+    )
+    b.deepspeed_latest(t, "z3/ckpt", "global_step100")
+    a = arts(t, as_of=b.T0 + DAY)[u]
+    assert not a.complete
+    assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in a.completeness_reason
+
+
+def test_strip_keeps_zero3_optimizer_partitions() -> None:
+    t = b.MemoryTree()
+    units = _zero3(t)
+    plan = make_plan(groups(t, AS_OF), policy(STRIP))
+    assert [x.action for x in actions_for(plan, units[0])] == []
+    kept = kept_for(plan, units[0])
+    assert kept is not None
+    assert "cannot be stripped" in kept.reason
+
+
+# ------------------------------------------- DeepSpeed tags that are not global_step<N>
+
+
+def _epochs(tree: b.MemoryTree) -> list[str]:
+    """epoch1, epoch2 (named by `latest`), and epoch3 written a day later, half-written."""
+    units = [
+        b.deepspeed_tag(tree, "dsC/ckpt", "epoch1", mtime=b.T0),
+        b.deepspeed_tag(tree, "dsC/ckpt", "epoch2", mtime=b.T0 + DAY),
+        b.deepspeed_tag(
+            tree,
+            "dsC/ckpt",
+            "epoch3",
+            mtime=b.T0 + 2 * DAY,
+            drop=("zero_pp_rank_1_mp_rank_00_optim_states.pt",),
+        ),
+    ]
+    b.deepspeed_latest(tree, "dsC/ckpt", "epoch2", b.T0 + DAY + timedelta(seconds=5))
+    return units
+
+
+def test_tag_written_after_latest_is_not_finished() -> None:
+    t = b.MemoryTree()
+    e1, e2, e3 = _epochs(t)
+    a = arts(t)
+    assert a[e1].complete
+    assert a[e2].complete
+    assert a[e3].kind is Kind.RESIDUE
+    assert "written after latest" in a[e3].completeness_reason
+
+
+def test_full_tag_written_after_latest_is_not_finished_either() -> None:
+    """Not a missing file: only the write times tell (the save died before `latest`)."""
+    t = b.MemoryTree()
+    b.deepspeed_tag(t, "acc/out", "epoch1", mtime=b.T0)
+    late = b.deepspeed_tag(t, "acc/out", "epoch2", mtime=b.T0 + DAY)
+    b.deepspeed_latest(t, "acc/out", "epoch1", b.T0 + timedelta(seconds=30))
+    a = arts(t, as_of=b.T0 + DAY + timedelta(hours=1))[late]
+    assert not a.complete
+    assert "save not finished" in a.completeness_reason
+
+
+def test_tag_files_closed_just_after_latest_still_count() -> None:
+    """Rank 0 writes `latest` while other ranks close their files: a tag written seconds
+    after `latest` is not judged in flight."""
+    t = b.MemoryTree()
+    u = b.deepspeed_tag(t, "pl/ckpt", "epoch1", mtime=b.T0 + timedelta(seconds=20))
+    b.deepspeed_latest(t, "pl/ckpt", "checkpoint", b.T0)
+    assert arts(t, as_of=b.T0 + DAY)[u].complete
+
+
+def test_keep_last_keeps_the_tag_latest_names() -> None:
+    t = b.MemoryTree()
+    e1, e2, e3 = _epochs(t)
+    plan = make_plan(groups(t, AS_OF), policy(KEEP_LAST_1))
+    kept = kept_for(plan, e2)
+    assert kept is not None, [x.reason for x in actions_for(plan, e2)]
+    assert kept_for(plan, e3) is None  # residue: not a checkpoint the tier counts
+    assert [x.action for x in actions_for(plan, e1)] == [ActionType.DELETE]
+
+
+# --------------------------------------------------------------------- missing ranks
+
+
+def test_megatron_rank_folder_without_model_file() -> None:
+    t = b.MemoryTree()
+    units = b.megatron_run(t, "mgA/checkpoints", iters=(100, 200, 300), tracker=300)
+    del t.objects_by_key[units[2] + "mp_rank_01/model_optim_rng.pt"]
+    a = arts(t)
+    assert a[units[1]].complete
+    assert not a[units[2]].complete
+    assert "mp_rank_01/ without model_optim_rng.pt" in a[units[2]].completeness_reason
+
+
+def test_megatron_rank_folder_without_distrib_optim() -> None:
+    t = b.MemoryTree()
+    units = b.megatron_run(t, "mg", iters=(100, 200), tracker=200)
+    del t.objects_by_key[units[1] + "mp_rank_00/distrib_optim.pt"]
+    a = arts(t, as_of=b.T0 + DAY)[units[1]]
+    assert not a.complete
+    assert "mp_rank_00/ without distrib_optim.pt" in a.completeness_reason
+
+
+def test_megatron_iteration_with_fewer_ranks_than_its_siblings() -> None:
+    t = b.MemoryTree()
+    units = b.megatron_run(t, "mg", iters=(100, 200, 300), tp=4, tracker=300)
+    for key in list(t.objects_by_key):
+        if key.startswith(units[2] + "mp_rank_03/"):
+            del t.objects_by_key[key]
+    a = arts(t)
+    assert a[units[1]].complete
+    assert a[units[2]].kind is Kind.RESIDUE
+    assert "ranks missing" in a[units[2]].completeness_reason
+
+
+def test_megatron_resumed_on_fewer_ranks_is_complete_once_the_next_iteration_is_saved() -> None:
+    t = b.MemoryTree()
+    old = b.megatron_run(t, "mg", iters=(100, 200), tp=4, tracker=None)
+    new = b.megatron_run(
+        t, "mg", iters=(300, 400), tp=2, tracker=400, start=b.T0 + 2 * timedelta(hours=1)
+    )
+    a = arts(t)
+    assert all(a[u].complete for u in old + new), [a[u].completeness_reason for u in new]
+
+
+def test_keep_last_skips_megatron_iteration_missing_a_rank() -> None:
+    t = b.MemoryTree()
+    units = b.megatron_run(t, "mgA/checkpoints", iters=(100, 200, 300), tracker=300)
+    del t.objects_by_key[units[2] + "mp_rank_01/model_optim_rng.pt"]
+    plan = make_plan(groups(t, AS_OF), policy(KEEP_LAST_1))
+    assert kept_for(plan, units[1]) is not None
+    assert kept_for(plan, units[2]) is None
+
+
+def test_deepspeed_zero3_optimizer_partitions_without_model_states_in_one_rank() -> None:
+    t = b.MemoryTree()
+    u = b.deepspeed_tag(
+        t,
+        "z3",
+        "global_step1",
+        zero3=True,
+        dp=4,
+        drop=("zero_pp_rank_3_mp_rank_00_model_states.pt",),
+    )
+    b.deepspeed_latest(t, "z3", "global_step1")
+    assert not arts(t, as_of=b.T0 + DAY)[u].complete
+
+
+# ---------------------------------------------------------------------------- Orbax
+
+
+def _orbax_s3(tree: b.MemoryTree) -> list[str]:
+    return [
+        b.orbax_step(tree, "oxB/ckpt", "100", mtime=b.T0, commit_success=True),
+        b.orbax_step(tree, "oxB/ckpt", "200", mtime=b.T0 + DAY, commit_success=True),
+        # save started (`_CHECKPOINT_METADATA` first), never committed
+        b.orbax_step(tree, "oxB/ckpt", "300", mtime=b.T0 + 2 * DAY, commit_timestamp=False),
+    ]
+
+
+def test_orbax_object_store_step_started_but_not_committed() -> None:
+    t = b.MemoryTree()
+    s1, s2, s3 = _orbax_s3(t)
+    a = arts(t)
+    assert a[s1].complete
+    assert a[s2].complete
+    assert a[s3].kind is Kind.RESIDUE
+    assert "commit_timestamp_nsecs" in a[s3].completeness_reason
+
+
+def test_orbax_object_store_commit_time_in_checkpoint_metadata() -> None:
+    t = b.MemoryTree()
+    u = b.orbax_step(t, "ox", "100")
+    assert arts(t, as_of=b.T0 + DAY)[u].complete
+
+
+def test_keep_last_skips_uncommitted_orbax_step() -> None:
+    t = b.MemoryTree()
+    _s1, s2, s3 = _orbax_s3(t)
+    plan = make_plan(groups(t, AS_OF), policy(KEEP_LAST_1))
+    assert kept_for(plan, s2) is not None
+    assert kept_for(plan, s3) is None
+
+
+def test_older_orbax_on_a_filesystem_is_complete_by_its_final_name() -> None:
+    t = b.FilesystemTree()
+    units = [
+        b.orbax_step(t, "oxC/ckpt", name, mtime=b.T0, items=("state",), checkpoint_metadata=False)
+        for name in ("1000", "2000")
+    ]
+    a = arts(t)
+    for u in units:
+        assert a[u].kind is Kind.CHECKPOINT
+        assert a[u].complete, a[u].completeness_reason
+
+
+def test_orbax_on_a_filesystem_item_without_metadata_is_incomplete() -> None:
+    t = b.FilesystemTree()
+    u = b.orbax_step(t, "ox", "1000", items=("params", "opt_state"), checkpoint_metadata=False)
+    del t.objects_by_key[u + "opt_state/_METADATA"]
+    assert not arts(t, as_of=b.T0 + DAY)[u].complete
+
+
+def test_orbax_tmp_folder_on_a_filesystem_is_still_residue() -> None:
+    t = b.FilesystemTree()
+    b.orbax_run(t, "jx", steps=(1000,), tmp=True)
+    tmp = [a for a in arts(t).values() if ".orbax-checkpoint-tmp-" in a.key]
+    assert tmp
+    assert all(a.kind is Kind.RESIDUE for a in tmp)
