@@ -5,6 +5,13 @@ weights are there, with every shard named by the index's `weight_map` present. O
 scheduler, RNG and scaler state are separate files, so the checkpoint can be stripped.
 A Trainer run under DeepSpeed or FSDP nests its state (`global_step<N>/`,
 `pytorch_model_fsdp_0/`, `optimizer_0/`) inside the same directory: it is one unit.
+
+FSDP with `SHARDED_STATE_DICT` writes no `config.json` (the Trainer saves it only for a full
+state dict): such a checkpoint is complete with `trainer_state.json` and a weight shard
+folder holding `.metadata` (written last) and non-empty `*.distcp` shards; everything in
+that folder is weights, and a strip keeps it whole. Under DeepSpeed ZeRO-3
+(`global_step<N>/zero_pp_rank_*_model_states.pt`) the weights live only in the optimizer
+partitions (`zero_to_fp32.py` rebuilds them from there): such a checkpoint cannot be stripped.
 """
 
 from __future__ import annotations
@@ -42,17 +49,27 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".h5", ".msgpack", ".distcp", "model
 _META_SUFFIXES = (".json", ".txt", ".model", ".yaml", ".yml", ".py", ".md", ".jinja", ".tiktoken")
 
 
+_ZERO3_MODEL = re.compile(r"(?:^|/)zero_pp_rank_\d+_mp_rank_\d+_model_states\.pt$")
+"""ZeRO-3 model states: without the optimizer partitions they hold no weights."""
+FSDP_MODEL_DIR = "pytorch_model_fsdp"
+"""accelerate's `save_fsdp_model` folder for a sharded state dict: `pytorch_model_fsdp_<i>/`."""
+
+
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
 def hf_component(name: str) -> Component:
     """Role of a file inside a Trainer checkpoint or an exported model folder."""
     base = name.rpartition("/")[2]
     lower = name.lower()
+    if lower.startswith(FSDP_MODEL_DIR) and "/" in name:
+        return Component.WEIGHTS  # the whole shard set (with its `.metadata`) is the weights
     if base.startswith("rng_state"):
         return Component.RNG
     if base.startswith("scheduler"):
         return Component.SCHEDULER
     if "optim" in lower or base.startswith("scaler"):
         return Component.OPTIMIZER
+    if base == ".metadata" and "/" in name:
+        return Component.WEIGHTS  # a distributed-checkpoint shard set's index: never dropped
     if base in ("training_args.bin", "latest") or base.endswith(_META_SUFFIXES):
         return Component.METADATA
     if base.endswith(_WEIGHT_SUFFIXES):
@@ -97,10 +114,33 @@ def weights_verdict(names: set[str], members: dict[str, CatalogObject], ctx: Con
             return Verdict(True, single)
     if any(_SHARD.search(n) for n in names):
         return Verdict(False, "sharded weights without an index file")
-    nested = [n for n in names if n.endswith((".distcp", "model_states.pt"))]
+    shard_dirs = dcp_weight_dirs(names)
+    for folder, shards in sorted(shard_dirs.items()):
+        if folder + ".metadata" not in names:
+            return Verdict(False, f"{folder}.metadata missing (save not finished)")
+        if not any(members[n].size > 0 for n in shards):
+            return Verdict(False, f"{folder}: every .distcp shard is empty")
+    nested = [n for n in names if n.endswith("model_states.pt")]
+    nested += [n for shards in shard_dirs.values() for n in shards]
     if nested:
         return Verdict(True, f"{counted(len(nested), 'sharded weight file')}")
     return Verdict(False, "no weights")
+
+
+def dcp_weight_dirs(names: set[str]) -> dict[str, list[str]]:
+    """Folders of `*.distcp` weight shards (not optimizer ones) -> their shards."""
+    dirs: dict[str, list[str]] = {}
+    for n in names:
+        if n.endswith(".distcp") and hf_component(n) is Component.WEIGHTS:
+            head, sep, _ = n.rpartition("/")
+            dirs.setdefault(head + sep, []).append(n)
+    return dirs
+
+
+def is_zero3(names: set[str]) -> bool:
+    """A nested DeepSpeed ZeRO-3 tag: model states named `zero_pp_rank_*` (the weights are
+    in the optimizer partitions)."""
+    return any(_ZERO3_MODEL.search(n) for n in names if n.endswith("model_states.pt"))
 
 
 class HFDetector(Detector):
@@ -123,15 +163,24 @@ class HFDetector(Detector):
         step = int(unit.rstrip("/").rpartition("checkpoint-")[2])
         peft = "adapter_config.json" in names or any(n.startswith("adapter_model") for n in names)
         config = "adapter_config.json" if peft else "config.json"
-        problems = [f"{n} missing" for n in ("trainer_state.json", config) if n not in names]
         weights = weights_verdict(names, by_name, ctx)
+        # FSDP SHARDED_STATE_DICT: the Trainer writes no config.json, only the shard folder
+        fsdp = not peft and config not in names and bool(dcp_weight_dirs(names))
+        wanted = ("trainer_state.json",) if fsdp else ("trainer_state.json", config)
+        problems = [f"{n} missing" for n in wanted if n not in names]
         if not weights.complete:
             problems.append(weights.reason)
         if problems:
             verdict = Verdict(False, "; ".join(problems))
         else:
-            verdict = Verdict(True, f"trainer_state.json, {config}, {weights.reason}")
+            verdict = Verdict(True, f"{', '.join(wanted)}, {weights.reason}")
         state = ctx.read_json(by_name.get("trainer_state.json"))
+        zero3 = is_zero3(names)
+        notes = ["peft adapter"] if peft else []
+        if zero3:
+            notes.append(
+                "DeepSpeed ZeRO-3: weights are in the optimizer partitions, cannot be stripped"
+            )
         return artifact(
             unit,
             Kind.CHECKPOINT,
@@ -140,6 +189,7 @@ class HFDetector(Detector):
             hf_component,
             step=step,
             verdict=verdict,
+            strippable=False if zero3 else None,
             metrics=log_history_metrics(state, step),
-            note="peft adapter" if peft else "",
+            note="; ".join(notes),
         )

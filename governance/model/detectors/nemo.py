@@ -4,6 +4,8 @@ checkpoint) and `context/` (`io.json`, `model.yaml`, tokenizer).
 
 A NeMo 2 folder is complete with both `weights/` (with `.metadata` when it has shards) and
 `context/`. Neither form can be stripped: optimizer state lives in the shards or the archive.
+Either is incomplete while NeMo's `<name>-unfinished` marker is next to it (see
+`lightning.unfinished_verdict`; the marker itself is claimed by the Lightning detector).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from governance.model.detectors.base import (
     basename,
     non_empty_file,
 )
+from governance.model.detectors.lightning import unfinished_verdict
 from governance.model.metrics import name_metrics
 from governance.model.types import Artifact, CatalogObject, Component, Kind
 
@@ -71,7 +74,7 @@ class NeMoDetector(Detector):
                 members,
                 lambda _n: Component.WEIGHTS,
                 step=step,
-                verdict=non_empty_file(members, ".nemo archive"),
+                verdict=unfinished_verdict(unit, ctx, non_empty_file(members, ".nemo archive")),
                 strippable=False,
                 metrics=metrics,
                 note=".nemo archive: cannot be stripped",
@@ -92,7 +95,7 @@ class NeMoDetector(Detector):
             members,
             nemo_component,
             step=step,
-            verdict=verdict,
+            verdict=unfinished_verdict(unit, ctx, verdict),
             strippable=False,
             metrics=metrics,
             note="NeMo 2 distributed checkpoint: cannot be stripped",
