@@ -8,7 +8,6 @@ from datetime import timedelta
 
 from governance.model.classify import classify
 from governance.model.types import Artifact, ClassifyOptions, Group, Kind
-from governance.plan.types import ActionType
 from tests.fixtures import builders as b
 from tests.unit.plan_factories import AS_OF, actions_for, kept_for, make_plan, policy
 
@@ -95,42 +94,17 @@ def test_strip_keeps_zero3_optimizer_partitions() -> None:
 # ------------------------------------------- DeepSpeed tags that are not global_step<N>
 
 
-def _epochs(tree: b.MemoryTree) -> list[str]:
-    """epoch1, epoch2 (named by `latest`), and epoch3 written a day later, half-written."""
-    units = [
-        b.deepspeed_tag(tree, "dsC/ckpt", "epoch1", mtime=b.T0),
-        b.deepspeed_tag(tree, "dsC/ckpt", "epoch2", mtime=b.T0 + DAY),
-        b.deepspeed_tag(
-            tree,
-            "dsC/ckpt",
-            "epoch3",
-            mtime=b.T0 + 2 * DAY,
-            drop=("zero_pp_rank_1_mp_rank_00_optim_states.pt",),
-        ),
-    ]
-    b.deepspeed_latest(tree, "dsC/ckpt", "epoch2", b.T0 + DAY + timedelta(seconds=5))
-    return units
-
-
-def test_tag_written_after_latest_is_not_finished() -> None:
-    t = b.MemoryTree()
-    e1, e2, e3 = _epochs(t)
-    a = arts(t)
-    assert a[e1].complete
-    assert a[e2].complete
-    assert a[e3].kind is Kind.RESIDUE
-    assert "written after latest" in a[e3].completeness_reason
-
-
-def test_full_tag_written_after_latest_is_not_finished_either() -> None:
-    """Not a missing file: only the write times tell (the save died before `latest`)."""
+def test_a_tag_copied_after_latest_is_judged_by_its_files() -> None:
+    """Tags that cannot be compared by step are judged by their files alone: a copy
+    (`aws s3 sync`, `cp -r`) stamps each tag after `latest`, and write times cannot tell
+    that from a save in flight (a review found complete tags made residue that way)."""
     t = b.MemoryTree()
     b.deepspeed_tag(t, "acc/out", "epoch1", mtime=b.T0)
     late = b.deepspeed_tag(t, "acc/out", "epoch2", mtime=b.T0 + DAY)
     b.deepspeed_latest(t, "acc/out", "epoch1", b.T0 + timedelta(seconds=30))
     a = arts(t, as_of=b.T0 + DAY + timedelta(hours=1))[late]
-    assert not a.complete
-    assert "save not finished" in a.completeness_reason
+    assert a.complete, a.completeness_reason
+    assert a.kind is Kind.CHECKPOINT
 
 
 def test_tag_files_closed_just_after_latest_still_count() -> None:
@@ -140,16 +114,6 @@ def test_tag_files_closed_just_after_latest_still_count() -> None:
     u = b.deepspeed_tag(t, "pl/ckpt", "epoch1", mtime=b.T0 + timedelta(seconds=20))
     b.deepspeed_latest(t, "pl/ckpt", "checkpoint", b.T0)
     assert arts(t, as_of=b.T0 + DAY)[u].complete
-
-
-def test_keep_last_keeps_the_tag_latest_names() -> None:
-    t = b.MemoryTree()
-    e1, e2, e3 = _epochs(t)
-    plan = make_plan(groups(t, AS_OF), policy(KEEP_LAST_1))
-    kept = kept_for(plan, e2)
-    assert kept is not None, [x.reason for x in actions_for(plan, e2)]
-    assert kept_for(plan, e3) is None  # residue: not a checkpoint the tier counts
-    assert [x.action for x in actions_for(plan, e1)] == [ActionType.DELETE]
 
 
 # --------------------------------------------------------------------- missing ranks
@@ -174,16 +138,17 @@ def test_megatron_rank_folder_without_distrib_optim() -> None:
     assert "mp_rank_00/ without distrib_optim.pt" in a.completeness_reason
 
 
-def test_megatron_iteration_with_fewer_ranks_than_its_siblings() -> None:
+def test_megatron_newest_iteration_on_fewer_ranks_is_complete() -> None:
+    """A run resumed on fewer ranks that ended there: its newest iteration, the one the
+    tracker names, has fewer rank folders than those before and is complete (a rule
+    comparing siblings made it residue, the run's resume point deleted)."""
     t = b.MemoryTree()
-    units = b.megatron_run(t, "mg", iters=(100, 200, 300), tp=4, tracker=300)
-    for key in list(t.objects_by_key):
-        if key.startswith(units[2] + "mp_rank_03/"):
-            del t.objects_by_key[key]
+    old = b.megatron_run(t, "mg", iters=(100, 200), tp=4, tracker=None)
+    new = b.megatron_run(
+        t, "mg", iters=(300,), tp=2, tracker=300, start=b.T0 + 2 * timedelta(hours=1)
+    )
     a = arts(t)
-    assert a[units[1]].complete
-    assert a[units[2]].kind is Kind.RESIDUE
-    assert "ranks missing" in a[units[2]].completeness_reason
+    assert all(a[u].complete for u in old + new), [a[u].completeness_reason for u in new]
 
 
 def test_megatron_resumed_on_fewer_ranks_is_complete_once_the_next_iteration_is_saved() -> None:
@@ -265,6 +230,20 @@ def test_older_orbax_on_a_filesystem_is_complete_by_its_final_name() -> None:
     for u in units:
         assert a[u].kind is Kind.CHECKPOINT
         assert a[u].complete, a[u].completeness_reason
+
+
+def test_a_pytree_saved_into_the_step_folder_on_a_filesystem_is_complete() -> None:
+    """Flax's checkpoints or a Standard checkpointer write the PyTree straight into the
+    step folder: its `_METADATA` at the top, `ocdbt.process_0/` and `d/` its OCDBT data,
+    not items without metadata (a review found such steps made residue)."""
+    t = b.FilesystemTree()
+    step = "jax/ckpt/checkpoint_100/"
+    for name in ("_METADATA", "_sharding", "manifest.ocdbt", "ocdbt.process_0/manifest.ocdbt",
+                 "ocdbt.process_0/d/abc", "d/0123"):  # fmt: skip
+        t(step + name, b"{}", b.T0)
+    a = arts(t, as_of=b.T0 + DAY)
+    assert a[step].kind is Kind.CHECKPOINT
+    assert a[step].complete, a[step].completeness_reason
 
 
 def test_orbax_on_a_filesystem_item_without_metadata_is_incomplete() -> None:

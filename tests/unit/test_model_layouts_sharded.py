@@ -192,3 +192,20 @@ def test_nemo_marker_alone_and_beside_folders() -> None:
     t3("c/checkpoints/x--step=4.ckpt", b.BLOB, b.T0)
     t3("c/notes/report-unfinished", b"x", b.T0)
     assert run_tree(t3)["c/notes/report-unfinished"].kind is Kind.OTHER
+
+
+def test_nemo_model_parallel_marker_holds_every_ranks_file() -> None:
+    """A model-parallel NeMo save writes `checkpoints/mp_rank_XX/NAME.ckpt` per rank and
+    its marker without the rank folder (`uninject_model_parallel_rank`): each rank's file
+    is unfinished while the marker is there (they were judged complete, and the lone
+    marker became residue: deleted, NeMo could no longer tell the save was unfinished)."""
+    t = b.MemoryTree()
+    name = "megatron_gpt--val_loss=2.0-step=200"
+    ranks = [f"run/checkpoints/mp_rank_0{r}/{name}.ckpt" for r in (0, 1)]
+    for key in ranks:
+        t(key, b"x" * 100, b.T0)
+    t(f"run/checkpoints/{name}-unfinished", b"", b.T0)
+    arts = run_tree(t, as_of=SOON)
+    for key in ranks:
+        assert not arts[key].complete
+        assert "unfinished" in arts[key].completeness_reason

@@ -6,8 +6,9 @@ DeepSpeed writes the text file `<save_dir>/latest` (the tag) after a save finish
 is complete when `latest` names it or a later step, and model and optimizer files are there
 for every rank found (every model-parallel rank with model states has its optimizer
 partitions, and the other way round). Tags that are not `global_step<N>` (Lightning's
-`checkpoint`, accelerate's `pytorch_model`, `epoch1`) cannot be compared by step: a tag
-written after `latest` (beyond `LATEST_SKEW`) and not named by it is a save in flight.
+`checkpoint`, accelerate's `pytorch_model`, `epoch1`) cannot be compared by step: such a
+tag is judged by its files alone (write times cannot tell a save in flight from a copy:
+`aws s3 sync` or `cp -r` stamps every file with its own time, after `latest`'s).
 `latest`, `latest_universal` and `zero_to_fp32.py` in the save folder are small metadata
 artifacts of their own.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import timedelta
 from functools import lru_cache
 
 from governance.model.detectors.base import (
@@ -42,10 +42,6 @@ _MODEL = re.compile(r"mp_rank_(\d+)_model_states\.pt$")
 _OPTIM = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 _Z3_MODEL = re.compile(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_model_states\.pt$")
 _TAG_STEP = re.compile(r"global_step(\d+)")
-LATEST_SKEW = timedelta(minutes=2)
-"""How much later than `latest` a tag's files may be written and still belong to a save
-that `latest` recorded (rank 0 writes `latest` while other ranks may still be closing
-their files; clocks of shared filesystems' clients differ by seconds)."""
 ZERO3_NOTE = "ZeRO-3: the weights are in the optimizer partitions: cannot be stripped"
 
 
@@ -110,7 +106,6 @@ def _latest_verdict(
     tag: str,
     step: int | None,
     ctx: Context,
-    members: list[CatalogObject] | None = None,
 ) -> Verdict:
     tracker_name = "latest_universal" if tag.endswith("_universal") else "latest"
     named = _tracker_tag(save_dir + tracker_name, ctx)
@@ -125,18 +120,6 @@ def _latest_verdict(
         if named_step >= step:
             return _later(tracker_name, text)
         return _unfinished(tracker_name, text)
-    if members:
-        # Steps cannot be compared (`epoch3` vs `epoch2`): `latest` is written right after
-        # the files of the tag it names, so a tag written after it is a save in flight.
-        tracker = ctx.lookup(save_dir + tracker_name)
-        if tracker is not None:
-            newest = max([o.last_modified for o in members])
-            if newest > tracker.last_modified + LATEST_SKEW:
-                return Verdict(
-                    False,
-                    f"written after {tracker_name} ({text}), which does not name it: "
-                    "save not finished",
-                )
     return Verdict(True, f"{tracker_name} names {text} (not comparable)")
 
 
@@ -241,7 +224,7 @@ class DeepSpeedDetector(Detector):
                 tag if unit[-2:-1] != "/" else basename(unit), tuple([o.key[n:] for o in members])
             )
             save_dir = head + sep  # `parent(unit)`
-            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx, members))
+            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx))
             # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
             # names=), with what a tag's file names decide memoised
             out.append(

@@ -46,10 +46,16 @@ def _dir_component(name: str) -> Component:
     return Component.WEIGHTS if name.endswith(".distcp") else Component.METADATA
 
 
+_MODEL_PARALLEL_DIR = re.compile(r"(?:^|(?<=/))(?:mp_rank_\d+|tp_rank_\d+_pp_rank_\d+)/")
+"""A model-parallel rank's folder in a NeMo checkpoint path (`checkpoints/mp_rank_01/X.ckpt`):
+NeMo writes the marker without it (`uninject_model_parallel_rank`)."""
+
+
 def unfinished_marker(unit: str) -> str:
     """The key of NeMo's `-unfinished` marker for a checkpoint unit (`X.ckpt`, `X.ckpt/`,
-    `X-EMA.ckpt`, `X.nemo`, a NeMo 2 folder `X/`): `X-unfinished`."""
-    name = unit.rstrip("/")
+    `X-EMA.ckpt`, `X.nemo`, a NeMo 2 folder `X/`): `X-unfinished`, without the rank folder
+    of a model-parallel save (`mp_rank_01/X.ckpt`: `X-unfinished` one folder up)."""
+    name = _MODEL_PARALLEL_DIR.sub("", unit.rstrip("/"))
     for suffix in (".ckpt", ".nemo", "-EMA"):
         name = name.removesuffix(suffix)
     return name + UNFINISHED

@@ -8,16 +8,13 @@ after a save, so an iteration past the tracker is unfinished; the dist form also
 
 Each rank writes its own `mp_rank_*` folder and the tracker does not prove that every rank
 finished: in the legacy form every rank folder needs `model_optim_rng.pt`, and
-`distrib_optim.pt` too when any has it; and an iteration with fewer rank folders than both
-the iteration before it and the one after it (the one before, for the newest) in the same
-save folder is missing ranks. (A run resumed on fewer ranks has fewer from then on: the
-iteration after the change has as few, so only a newest iteration right after such a
-change is held incomplete until the next one is saved.)
+`distrib_optim.pt` too when any has it. An iteration with fewer rank folders than the one
+before it is not judged incomplete for that: a run resumed on fewer ranks (and ended
+there) saves exactly such an iteration, the one its tracker names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import lru_cache
 
 from governance.model.detectors.base import (
@@ -127,47 +124,6 @@ class MegatronDetector(Detector):
             # in model_optim_rng.pt with the weights)
             note=f"{form} form" if strippable else f"{form} form: cannot be stripped",
         )
-
-    def build_all(
-        self, units: Sequence[tuple[str, list[CatalogObject]]], ctx: Context
-    ) -> list[Artifact]:
-        """`build` of each unit, then iterations with fewer rank folders than their
-        neighbours in the same save folder are held incomplete."""
-        out = [self.build(unit, members, ctx) for unit, members in units]
-        by_save: dict[tuple[str, bool], list[tuple[int, int, Artifact]]] = {}
-        for (unit, _members), art in zip(units, out, strict=True):
-            if art.kind is not Kind.CHECKPOINT or art.step is None or not art.note:
-                continue
-            if not art.note.startswith("legacy"):
-                continue
-            dirs = _rank_dirs(unit, art.objects)
-            distrib = art.strippable
-            by_save.setdefault((parent(unit), distrib), []).append((art.step, len(dirs), art))
-        for iters in by_save.values():
-            if len(iters) < 2:
-                continue
-            iters.sort(key=lambda t: t[0])
-            for i, (_step, n, art) in enumerate(iters):
-                if not art.complete or i == 0:
-                    continue
-                before = iters[i - 1]
-                after = iters[i + 1] if i + 1 < len(iters) else None
-                if n < before[1] and (after is None or n < after[1]):
-                    art.complete = False
-                    art.completeness_reason = (
-                        f"{n} model-parallel rank folders, iteration {before[0]} has "
-                        f"{before[1]}: ranks missing"
-                    )
-        return out
-
-
-def _rank_dirs(unit: str, objects: list[CatalogObject]) -> set[str]:
-    n = len(unit)
-    return {
-        head
-        for o in objects
-        if (head := o.key[n:].partition("/")[0]).startswith("mp_rank_") and "/" in o.key[n:]
-    }
 
 
 def _rank_problems(names: set[str]) -> list[str]:

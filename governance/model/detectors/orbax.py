@@ -107,11 +107,17 @@ def _renamed_verdict(names: set[str]) -> Verdict:
         return Verdict(True, f"{COMMIT_FILES[0]} present (renamed from its tmp folder)")
     if COMMIT_FILES[1] in names:
         return Verdict(True, f"{COMMIT_FILES[1]} present")
+    if "_METADATA" in names:
+        # a PyTree saved straight into the step folder (Flax's checkpoints, a Standard
+        # checkpointer): the step is its one item; `ocdbt.process_N/` and `d/` are its
+        # OCDBT data (below: never an item of their own)
+        return Verdict(True, "final name (renamed from its tmp folder), _METADATA present")
     items = sorted(
         {
             item
             for n in names
             if (item := n.partition("/")[0]) != n
+            and not (item == "d" or item.startswith("ocdbt.process_"))
             and (n.endswith(_ITEM_FILES) or "/ocdbt.process_" in n)
         }
     )
