@@ -95,8 +95,9 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     )
     console.print(
         f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} "
-        f"into {workdir / 'catalog.db'}; policy {policy_path}"
+        f"into {workdir / 'catalog.db'}"
     )
+    console.print(f"  policy {policy_path}")
     console.print()
     print_table(made, console)
     console.print()
