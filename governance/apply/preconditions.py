@@ -382,6 +382,8 @@ def _changed(obj: ObjectRef, state: ObjectState) -> str | None:
     if state.size != obj.size:
         return f"changed size ({obj.size} -> {state.size} bytes)"
     if obj.etag and state.etag and state.etag != obj.etag:
+        if obj.etag.startswith("mtime:"):  # a filesystem: the token is the modification time
+            return "was written again (modification time differs)"
         return "was rewritten (ETag differs)"
     if obj.version_id and state.version_id and state.version_id != obj.version_id:
         return "was re-uploaded (version differs)"

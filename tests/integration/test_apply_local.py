@@ -152,6 +152,11 @@ def test_stale_artifacts_are_skipped_whole_and_the_rest_applied(
         assert by_uri[key]["outcome"] == "skipped", key
         assert by_uri[key]["reason"].startswith("stale"), by_uri[key]
     assert "vanished" in by_uri[f"{RUN}checkpoint-500/"]["reason"]
+    # on a filesystem the token is the modification time (no ETag to speak of)
+    assert (
+        "scratch/upload.tmp was written again (modification time differs)"
+        in (by_uri["scratch/upload.tmp"]["reason"])
+    )
     # the stale checkpoint is untouched: never half-processed
     assert len(list((ckpt / "checkpoint-1000").iterdir())) == 12
     assert (ckpt / "checkpoint-500" / "optimizer.pt").exists()
