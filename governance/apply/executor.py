@@ -201,10 +201,12 @@ def apply_plan(
                     held.hold(batch_checks)
                     yield chunk, pending, batch_checks
 
+        # the files that go with their folder come in a second pass (see `LeftBehind`)
+        passes = (lambda: checks, last)
         if execution_id is None:
             count_todo()
-            for batches in (checks, None):
-                for chunk, _, batch_checks in batches if batches is not None else last():
+            for batches in passes:
+                for chunk, _, batch_checks in batches():
                     scan.verify_all(chunk)
                     outcomes = [_would(c, config.delete_mode) for c in batch_checks]
                     held.note(outcomes)
@@ -215,7 +217,7 @@ def apply_plan(
             engine,
             execution_id,
             scan,
-            (checks, last),
+            passes,
             held,
             count_todo,
             report,
@@ -315,7 +317,7 @@ def _execute(
     engine: Engine,
     execution_id: int,
     scan: PlanScan,
-    passes: tuple[Iterable[Batch], Callable[[], Iterable[Batch]]],
+    passes: Sequence[Callable[[], Iterable[Batch]]],
     held: LeftBehind,
     count_todo: Callable[[], int],
     report: ExecutionReport,
@@ -378,15 +380,14 @@ def _execute(
             # The files that go with their folder come in a second pass, once every batch
             # of the first is finished: whether they stay depends on those outcomes.
             # A first Ctrl-C stops at the next batch (with the one under way committed).
-            first, then = passes
             with (
                 stop_between_steps(f"apply of {plan_id}") as stop,
                 ThreadPoolExecutor(1, thread_name_prefix="govern-remove") as removals,
             ):
-                for batches in (first, None):
+                for batches in passes:
                     in_flight: tuple[StartedBatch, Future[Removed]] | None = None
                     try:
-                        for chunk, pending, batch_checks in batches or then():
+                        for chunk, pending, batch_checks in batches():
                             stop.check()
                             scan.verify_all(chunk)  # nothing unverified is acted on
                             batch = runner.start(engine, batch_checks, pending)
@@ -396,7 +397,7 @@ def _execute(
                                 finish(*earlier)
                             in_flight = sent
                             stop.check()  # (before waiting for the next batch's check)
-                        stop.check()
+                        stop.check()  # (before the next pass starts checking)
                     except KeyboardInterrupt as exc:
                         release_frames(exc)  # a cursor it cut short holds the write lock
                         raise
