@@ -22,7 +22,6 @@ releases, always). Between S3 and a filesystem only the bytes travel.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -41,8 +40,7 @@ from governance.apply.types import (
     StoreFactory,
     open_destination,
 )
-from governance.catalog.plans import load_plan_header
-from governance.catalog.tables import PlanActionRow
+from governance.catalog.plans import load_plan_header, planned_classes
 from governance.errors import ArgumentError
 from governance.storage.base import KeyResult, ObjectState, Store
 from governance.wording import counted
@@ -93,7 +91,15 @@ def restore_plan(
             results = run_pool(lambda row: _would(row, stores), batch, concurrency)
             report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
             continue
-        planned = _planned_classes(engine, plan_id, batch)
+        planned = planned_classes(
+            engine,
+            plan_id,
+            [
+                (r["action_id"], r["key"])
+                for r in batch
+                if r["mode"] == "quarantine" and r["state"] == "removed"
+            ],
+        )
         results, copied = _restore_batch(batch, stores, concurrency, planned)
         report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
         _commit(engine, plan_id, actor, batch, results, now, _copies_back(batch, results, copied))
@@ -218,33 +224,6 @@ def _class_back(held: str | None, planned: str | None) -> str | None:
     if held and held != "STANDARD":
         return held
     return planned or held
-
-
-def _planned_classes(
-    engine: Engine, plan_id: str, rows: Sequence[dict[str, Any]]
-) -> dict[tuple[int, str], str]:
-    """(action id, key) -> the storage class the plan saw, for the quarantined objects of
-    `rows` (one read of their actions' object lists)."""
-    wanted = {
-        (r["action_id"], r["key"])
-        for r in rows
-        if r["mode"] == "quarantine" and r["state"] == "removed"
-    }
-    ids = sorted({action_id for action_id, _ in wanted})
-    table = PlanActionRow.__table__  # type: ignore[attr-defined]
-    found: dict[tuple[int, str], str] = {}
-    with engine.connect() as conn:
-        for start in range(0, len(ids), 500):
-            query = select(table.c.action_id, table.c.objects).where(
-                table.c.plan_id == plan_id, table.c.action_id.in_(ids[start : start + 500])
-            )
-            for action_id, objects in conn.execute(query):
-                listed = json.loads(objects) if isinstance(objects, str) else objects or ()
-                for entry in listed:  # OBJECT_FIELDS: key, size, etag, time, class, ...
-                    key, storage_class = entry[0], entry[4]
-                    if storage_class and (action_id, key) in wanted:
-                        found[(action_id, key)] = storage_class
-    return found
 
 
 def _copies_back(

@@ -493,6 +493,30 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
     return out
 
 
+def planned_classes(
+    engine: Engine, plan_id: str, objects: Iterable[tuple[int, str]]
+) -> dict[tuple[int, str], str]:
+    """(action id, key) -> the storage class the plan saw each of these objects in (those
+    it saw with one): one read of their actions' stored object lists, 500 actions a query
+    (restore puts an object back in the class it had)."""
+    wanted = set(objects)
+    ids = sorted({action_id for action_id, _ in wanted})
+    key_at, class_at = OBJECT_FIELDS.index("key"), OBJECT_FIELDS.index("storage_class")
+    found: dict[tuple[int, str], str] = {}
+    with engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            query = select(_A.c.action_id, _A.c.objects).where(
+                _A.c.plan_id == plan_id, _A.c.action_id.in_(ids[start : start + 500])
+            )
+            for action_id, stored in conn.execute(query):
+                listed = loads(stored) if isinstance(stored, str) else stored or ()
+                for entry in listed:
+                    key, storage_class = entry[key_at], entry[class_at]
+                    if storage_class and (action_id, key) in wanted:
+                        found[(action_id, key)] = storage_class
+    return found
+
+
 def action_counts(engine: Engine, plan_id: str) -> dict[str, int]:
     """A plan's number of actions by action type (value)."""
     with engine.connect() as conn:
