@@ -27,6 +27,7 @@ from moto.s3.models import s3_backends
 
 from governance.apply import StoreOpener, StoreSettings, purge_quarantine
 from governance.apply.modes import Item, copy_to, remove
+from governance.apply.purge import PurgeReport
 from governance.storage import open_store
 from governance.storage.s3 import S3Store
 from tests.integration.conftest import running_moto
@@ -111,6 +112,18 @@ def local_only(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(URLLib3Session, "send", send)
     return strays
+
+
+def purge_a_month_later(setup: Setup, stores: StoreOpener) -> PurgeReport:
+    """A later run's purge (past the default 14 days), with the opener given: a new
+    process's, which has opened no quarantine yet."""
+    engine = setup.engine()
+    try:
+        return purge_quarantine(
+            engine, now=datetime.now(UTC) + timedelta(days=30), stores=stores, actor="ops"
+        )
+    finally:
+        engine.dispose()
 
 
 CLASSES = ("STANDARD_IA", "GLACIER_IR", "ONEZONE_IA", "INTELLIGENT_TIERING", "STANDARD")
@@ -215,13 +228,7 @@ def test_a_quarantine_in_another_bucket_is_on_the_roots_endpoint(
 
     # the rest is purged by a later run, whose opener has opened no quarantine yet
     fresh = StoreOpener([StoreSettings(f"s3://{s3_bucket}/", endpoint_url=moto_server)])
-    engine = setup.engine()
-    try:
-        purged = purge_quarantine(
-            engine, now=datetime.now(UTC) + timedelta(days=30), stores=fresh, actor="ops"
-        )
-    finally:
-        engine.dispose()
+    purged = purge_a_month_later(setup, fresh)
     assert (purged.purged, purged.failed) == (len(left), 0), purged.errors
     assert not s3_client.list_objects_v2(Bucket=other).get("Contents")
     assert local_only == []
@@ -428,13 +435,7 @@ rules:
             StoreSettings(f"s3://{second}/", endpoint_url=second_endpoint),
         ]
     )
-    engine = setup.engine()
-    try:
-        purged = purge_quarantine(
-            engine, now=datetime.now(UTC) + timedelta(days=30), stores=fresh, actor="ops"
-        )
-    finally:
-        engine.dispose()
+    purged = purge_a_month_later(setup, fresh)
     assert (purged.purged, purged.failed) == (len(keys), 0), purged.errors
     assert not s3_client.list_objects_v2(Bucket=other).get("Contents")
     assert local_only == []
