@@ -34,6 +34,7 @@ from governance.apply.actions import (
     StartedBatch,
     outcome_for_check,
 )
+from governance.apply.kept import KeptFile, held_at_plan
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
 from governance.apply.stream import IdSet, PlanScan, scan_plan
@@ -305,12 +306,17 @@ class CheckPipeline:
             protected_tags=self._protected_tags,
             restored=restored,
             known=self._known,
+            held=self._held,
         )
         return chunk, pending, checks
 
     def _known(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of these objects the catalog held when the plan was made."""
         return journal.known_at_plan(self._engine, self._scans, keys, self._made_at)
+
+    def _held(self, folders: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[KeptFile]]:
+        """What the catalog held under these folders when the plan was made."""
+        return held_at_plan(self._engine, self._scans, folders)
 
 
 def _execute(

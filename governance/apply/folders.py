@@ -16,7 +16,8 @@ request per object. An object the catalog held at the plan's scan is another art
 
 Strips, transitions and archives act on the objects they name and leave the rest of the
 folder as it is, so a file added beside them changes nothing they do: they are not
-checked this way (a strip keeps the weights and metadata, and the new file beside them).
+checked this way (a strip keeps the weights and metadata, and the new file beside them;
+what it keeps is re-checked in `kept`).
 """
 
 from __future__ import annotations

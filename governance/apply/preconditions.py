@@ -36,6 +36,7 @@ from governance.apply.folders import (
     removes_whole_folder,
     unplanned,
 )
+from governance.apply.kept import HeldAtPlan, KeptFile, kept_files
 from governance.apply.modes import s3_parts
 from governance.apply.protection import Finding, lock_reason, protected_now, rest_protected
 from governance.apply.ranges import (
@@ -97,6 +98,7 @@ class Seen:
     uploads: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """root URL -> (key, upload id) of its incomplete uploads, for roots that could say."""
     restored: Collection[tuple[str, str]] = ()  # (root URL, key): `_skip_restored` says so
+    kept: dict[int, list[KeptFile]] = field(default_factory=dict)  # strip id -> what it keeps
 
 
 def check_actions(
@@ -109,6 +111,7 @@ def check_actions(
     protected_tags: Mapping[str, str] | None = None,
     restored: Collection[tuple[str, str]] = (),
     known: KnownBefore | None = None,
+    held: HeldAtPlan | None = None,
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can.
 
@@ -123,9 +126,14 @@ def check_actions(
 
     `known`: which objects the catalog held when the plan was made; an object under the
     folder of a whole-folder delete that it names neither the action nor `known` is new
-    (see `folders`; without `known`, every such object is)."""
-    states, listed = _current_states(actions, stores, concurrency)
-    seen = Seen(states, restored=restored)
+    (see `folders`; without `known`, every such object is).
+
+    `held`: what the catalog held under a folder when the plan was made; a strip whose
+    kept files (those it does not name) vanished or changed since is stale (see `kept`)."""
+    kept = kept_files(actions, held)
+    extra = {i: [f.key for f, _ in files] for i, files in kept.items()}
+    states, listed = _current_states(actions, stores, concurrency, extra)
+    seen = Seen(states, restored=restored, kept=kept)
     seen.quarantined, seen.unread_quarantine = _quarantine_copies(actions, states, stores, pending)
     seen.tagged = protected_now(actions, stores, protected_tags or {}, concurrency)
     seen.rest = rest_protected(actions, stores, protected_tags or {}, now, concurrency)
@@ -154,10 +162,15 @@ def _skip_restored(check: Check, restored: Collection[tuple[str, str]]) -> None:
 
 
 def _current_states(
-    actions: Sequence[PlannedAction], stores: StoreFactory, concurrency: int = 16
+    actions: Sequence[PlannedAction],
+    stores: StoreFactory,
+    concurrency: int = 16,
+    extra: Mapping[int, Sequence[str]] | None = None,
 ) -> tuple[dict[tuple[str, str], ObjectState], dict[str, Listed]]:
-    """(root URL, key) -> state now, for every object of the actions that has one; and,
-    by root, what listings saw of the folders that deletes remove whole."""
+    """(root URL, key) -> state now, for every object of the actions that has one, and
+    for the `extra` keys of an action (action id -> keys of its root: what a strip
+    keeps); and, by root, what listings saw of the folders that deletes remove whole."""
+    extra = extra or {}
     by_root: dict[str, list[PlannedAction]] = defaultdict(list)
     for action in actions:
         if action.action is not ActionType.ABORT_UPLOAD:
@@ -168,16 +181,18 @@ def _current_states(
     for root, root_actions in by_root.items():
         store = stores(root)
         keys = {o.key for a in root_actions for o in a.objects}
+        keys.update(k for a in root_actions for k in extra.get(a.id, ()))
         folders = {folder_of(a) for a in root_actions if removes_whole_folder(a)}
         if len(keys) >= LIST_MIN_OBJECTS and range_listable(store):
             states, listed[root] = list_states(store, sorted(keys), concurrency, folders)
             found.update({(root, k): st for k, st in states.items()})
             continue
         for action in root_actions:
-            if _listable(action, store):
+            if _listable(action, store):  # (the listing has the folder's other files too)
                 found.update(_list_artifact(action, stores, listed.setdefault(root, Listed())))
             else:
                 to_head[root].update(o.key for o in action.objects)
+                to_head[root].update(extra.get(action.id, ()))
     for root, head_keys in to_head.items():
         for key, state in stores(root).head(sorted(head_keys)).items():
             found[(root, key)] = state
@@ -331,6 +346,7 @@ def _check_one(
             problems.append(f"{obj.key} {change}")
         else:
             check.todo.append(obj)
+    problems += _kept_changed(root, seen.kept.get(action.id, ()), seen)
     new = seen.new.get(action.id)
     if isinstance(new, str):
         return check.block((new, False))
@@ -342,6 +358,22 @@ def _check_one(
         )
         check.skip_for(f"stale: {shown} since the plan was made")
     return check
+
+
+def _kept_changed(root: str, kept: Sequence[KeptFile], seen: Seen) -> list[str]:
+    """What became of the files a strip keeps, since the plan was made."""
+    problems = []
+    for obj, changed_since in kept:
+        state = seen.states.get((root, obj.key))
+        if state is None:
+            change: str | None = "vanished"
+        elif changed_since:
+            change = "was written again (the catalog saw it change after the plan's scan)"
+        else:
+            change = None if (root, obj.key) in seen.restored else _changed(obj, state)
+        if change:
+            problems.append(f"{obj.key}, which the strip keeps, {change}")
+    return problems
 
 
 def _new_in_folder(keys: Sequence[str]) -> str:
