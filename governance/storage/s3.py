@@ -374,9 +374,13 @@ class S3Store:
     def object_tags(self, key: str) -> dict[str, str]:
         """The object's tags (GetObjectTagging); {} when it has none."""
         try:
-            response = self._client.get_object_tagging(Bucket=self.bucket, Key=self.prefix + key)
+            return self._tag_set(key)
         except Exception as exc:
             raise self._key_error(key, exc) from exc
+
+    def _tag_set(self, key: str) -> dict[str, str]:
+        """GetObjectTagging of `key`, its errors as botocore raised them."""
+        response = self._client.get_object_tagging(Bucket=self.bucket, Key=self.prefix + key)
         return {t["Key"]: t["Value"] for t in response.get("TagSet", ())}
 
     def object_lock(self, key: str) -> ObjectLock:
@@ -585,13 +589,12 @@ class S3Store:
         if count == 0:
             return {}
         try:
-            response = self._client.get_object_tagging(Bucket=self.bucket, Key=self.prefix + key)
+            return self._tag_set(key)
         except Exception as exc:
             coded = client_error_code(exc)
             if count is None and coded is not None and coded[0] in _NO_TAGS_CODES:
                 return {}
             raise
-        return {t["Key"]: t["Value"] for t in response.get("TagSet", ())}
 
     def put_stream(
         self,
