@@ -113,6 +113,8 @@ def plan(
     policy = load_policy(policy_path)
     if out_path is not None:
         _check_writable(out_path)  # before anything is scanned or saved
+    if no_scan:
+        app.create_catalog = False  # nothing to plan in a catalog that does not exist yet
     stores = None if no_scan else _scan(app, policy)
     made = make_plan(app.engine, policy, as_of, actor=app.settings.identity, stores=stores)
     _info(

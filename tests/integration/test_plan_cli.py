@@ -305,12 +305,29 @@ def test_unknown_plan_id_is_exit_2(tmp_path: Path) -> None:
     assert "p-20260101-000000-beef" in result.stderr
 
 
-def test_no_scan_on_an_unscanned_root_says_what_to_do(setup: tuple[str, Path, Path]) -> None:
+def test_no_scan_on_an_unscanned_root_says_what_to_do(
+    setup: tuple[str, Path, Path], tmp_path: Path
+) -> None:
     catalog, policy, _ = setup
+    (tmp_path / "other").mkdir()
+    assert _run(catalog, "scan", "--root", str(tmp_path / "other")).exit_code == 0  # a catalog
     result = _run(catalog, "plan", "--policy", str(policy), "--no-scan")
     assert result.exit_code == 2
     assert "has not been scanned" in result.stderr
     assert "govern scan --policy" in result.stderr
+
+
+def test_no_scan_without_a_catalog_says_so_and_creates_none(
+    setup: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    _, policy, _ = setup
+    path = tmp_path / "nowhere" / "catalog.db"
+    result = _run(f"sqlite:///{path}", "plan", "--policy", str(policy), "--no-scan")
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr
+    assert str(path) in result.stderr
+    assert not path.exists()
+    assert not path.parent.exists()
 
 
 def test_explain_says_why(setup: tuple[str, Path, Path]) -> None:
