@@ -28,6 +28,7 @@ from governance.apply.modes import (
 )
 from governance.apply.preconditions import Check
 from governance.apply.types import ActionOutcome, Outcome, StoreFactory
+from governance.catalog.removals import Removed, mark_removed_gone
 from governance.errors import GovernanceError
 from governance.plan.types import (
     ActionType,
@@ -82,6 +83,8 @@ class ActionRunner:
     concurrency: int
     clock: Callable[[], datetime]
     _quarantine_roots: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _gone_records: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    """root URL -> the execution's `scans` row its removed objects point at (`removals`)."""
 
     def quarantine_root(self, root_url: str) -> str:
         found = self._quarantine_roots.get(root_url)
@@ -137,9 +140,11 @@ class ActionRunner:
         errors = batch.errors
         removed: list[tuple[int, str, str | None]] = []
         not_removed: list[tuple[int, str]] = []
+        gone: list[Removed] = []  # what is no longer where the catalog has it
         for item in batch.items:
             answer = answers[(item.action_id, item.key)]
             if answer.ok:
+                gone.append((item.root_url, item.key, "", item.size or 0))
                 if answer.version_id is not None:
                     removed.append((item.action_id, item.key, answer.version_id))
             else:
@@ -154,9 +159,11 @@ class ActionRunner:
             ]
             delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
         removed += self._recovered(batch.removal, batch.pending)
+        gone += _gone_before(batch.removal)
+        gone += _aborted_uploads(batch.checks, errors)
         outcomes = [self._outcome(c, errors) for c in batch.checks]
         removal_ids = [c.action.id for c in batch.removal]
-        self._commit(engine, outcomes, removal_ids, removed, not_removed, batch.copied)
+        self._commit(engine, outcomes, removal_ids, removed, not_removed, batch.copied, gone)
         return outcomes
 
     # -- steps -----------------------------------------------------------------------
@@ -262,9 +269,10 @@ class ActionRunner:
         removed: Sequence[tuple[int, str, str | None]],
         not_removed: Sequence[tuple[int, str]],
         copied: Sequence[journal.CopiedInPlace] = (),
+        gone: Sequence[Removed] = (),
     ) -> None:
-        """One transaction: the removal journal, the copies in place made (into the
-        catalog's object rows), the results and their audit event.
+        """One transaction: the removal journal, the copies in place made and the objects
+        removed (into the catalog's object rows), the results and their audit event.
 
         Rows of objects not removed are dropped first; those with a delete-marker version
         get it row by row; then every remaining pending row of the batch's removal actions
@@ -287,6 +295,7 @@ class ActionRunner:
                 conn, self.plan_id, removal_ids, execution_id=run, now=now, purge_after=purge_after
             )
             journal.record_copies_in_place(conn, copied)
+            mark_removed_gone(conn, gone, self._gone_records, actor=self.actor, now=now)
             journal.write_results(
                 conn, journal.result_rows(self.execution_id, self.plan_id, outcomes, now)
             )
@@ -406,6 +415,23 @@ def _collect(
     for (action_id, key), result in results.items():
         if not result.ok:
             errors.setdefault(action_id, f"{what} of {key} failed: {result.error}")
+
+
+def _gone_before(removal: Sequence[Check]) -> list[Removed]:
+    """The objects of removals that an interrupted apply removed (found gone, journaled)."""
+    return [(c.action.artifact.root_url, o.key, "", o.size) for c in removal for o in c.already]
+
+
+def _aborted_uploads(checks: Sequence[Check], errors: Mapping[int, str]) -> list[Removed]:
+    """The incomplete uploads of the aborts that went through (or were gone already)."""
+    return [
+        (c.action.artifact.root_url, o.key, o.upload_id, o.size)
+        for c in checks
+        if c.action.action is ActionType.ABORT_UPLOAD
+        and c.skip is None
+        and c.action.id not in errors
+        for o in (*c.todo, *c.already)
+    ]
 
 
 def _aborted(sent: int, gone: int) -> str:

@@ -591,6 +591,9 @@ def record_copies_in_place(
             for c in copies
         ],
     )
+    if revive:  # live again: the roots' runs and artifacts are derived anew on next read
+        urls = sorted({c.root_url for c in copies})
+        conn.execute(update(ROOTS).where(ROOTS.c.url.in_(urls)).values(classified_scan_id=None))
 
 
 @dataclass(frozen=True, slots=True)

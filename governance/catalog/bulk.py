@@ -301,16 +301,20 @@ def insert_rows(
     return count
 
 
-def execute_rows(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+def execute_rows(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
     """One statement for many rows through the driver's executemany; `{p}` in `sql`
     marks each parameter (the driver's placeholder is put in). Values must already be in
-    the driver's form (see `bind_processors`)."""
+    the driver's form (see `bind_processors`). Returns the rows it changed, as the driver
+    sums them (sqlite3 and psycopg both do for executemany)."""
     mark = _PLACEHOLDERS.get(conn.dialect.paramstyle)
     if mark is None:
         raise NotImplementedError(f"driver paramstyle {conn.dialect.paramstyle!r}")
     statement = sql.format(p=mark)
+    changed = 0
     for start in range(0, len(rows), _CHUNK):
-        conn.exec_driver_sql(statement, [tuple(r) for r in rows[start : start + _CHUNK]])
+        result = conn.exec_driver_sql(statement, [tuple(r) for r in rows[start : start + _CHUNK]])
+        changed += max(result.rowcount, 0)
+    return changed
 
 
 def bind_processors(

@@ -47,3 +47,58 @@ def test_apply_restore_and_an_older_plan_on_each_catalog(
     assert history["removed_objects"] == {"restored": 23}
     assert [r["restored"] for r in history["restores"]] == [23]
     assert govern(catalog_url, "audit", "--verify").exit_code == 0
+
+
+def _live_keys(catalog: str, base: str) -> set[str]:
+    shown = govern(catalog, "ls", "objects", "--format", "json")
+    assert shown.exit_code == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    rows = doc["objects"] if isinstance(doc, dict) else doc
+    return {r["uri"][len(base) :] for r in rows}
+
+
+def test_what_an_apply_removed_is_gone_from_the_catalog_before_the_next_scan(
+    catalog_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Until the next scan, `plan --no-scan` planned the same removals again (each stale
+    at apply) and `ls` listed what was gone; a plan made before the apply still finds its
+    objects held at its scan; a restore brings them back in the catalog too."""
+    local, storage = build(tmp_path)
+    setup = Setup(catalog_url, local.policy)
+    base = storage.as_uri() + "/"
+    first = setup.plan()
+    older = setup.plan()  # made before the apply, never applied
+    removed = {
+        o["uri"][len(base) :]
+        for a in first["actions"]
+        if a["action"] in ("delete", "strip")
+        for o in a["objects"]
+    }
+    assert removed
+    listed = _live_keys(catalog_url, base)
+    assert removed <= listed
+
+    setup.apply(first["plan_id"])
+
+    assert _live_keys(catalog_url, base) == listed - removed
+    assert setup.plan("--no-scan")["actions"] == []
+    runs = json.loads(govern(catalog_url, "ls", "artifacts", "--format", "json").stdout)
+    rows = runs["artifacts"] if isinstance(runs, dict) else runs
+    deleted = {a["artifact"]["uri"] for a in first["actions"] if a["action"] == "delete"}
+    assert deleted.isdisjoint({r["uri"] for r in rows})
+    # the older plan's objects were there at its scan: vanished (stale), not "unplanned"
+    stale = json.loads(setup.apply(older["plan_id"], code=3).stdout)
+    reasons = [r["reason"] for r in stale["results"] if r["outcome"] == "skipped"]
+    assert reasons
+    assert all("vanished" in r and "unplanned" not in r for r in reasons), reasons
+    # the next scan finds nothing more gone: the catalog already knew
+    scanned = govern(catalog_url, "scan", "--policy", str(local.policy), "--format", "json")
+    assert scanned.exit_code == 0, scanned.stderr
+    [summary] = json.loads(scanned.stdout)["scans"]
+    assert (summary["gone"], summary["new"], summary["changed"]) == (0, 0, 0)
+
+    restored = json.loads(setup.restore(first["plan_id"]).stdout)
+    assert restored["failed"] == 0
+    assert _live_keys(catalog_url, base) == listed
+    assert actions_by(setup.plan("--no-scan"), base) == actions_by(first, base)
