@@ -81,10 +81,10 @@ def print_table(plan: Plan, console: Console) -> None:
         ],
     )
     _print_packed(console, [Text(f"as of {iso(plan.as_of)}"), Text(f"made by {plan.created_by}")])
-    _print_packed(
-        console,
-        [Text(f"policy {plan.policy_path or '-'}"), Text(f"fingerprint {plan.fingerprint}")],
-    )
+    fingerprint = f"fingerprint {plan.fingerprint}"
+    if len(fingerprint) > console.width:  # (80 columns): the hash on a line of its own, whole
+        fingerprint = f"fingerprint\n  {plan.fingerprint}"
+    _print_packed(console, [Text(f"policy {plan.policy_path or '-'}"), Text(fingerprint)])
     for line in paths.legend():
         console.print(escape(line))
     if plan.refusal:

@@ -81,6 +81,21 @@ def test_a_one_root_table_shows_paths_in_it_and_no_root_column() -> None:
     assert all(len(line) <= 80 for line in lines)
 
 
+def test_the_fingerprint_is_printed_whole_on_any_width() -> None:
+    plan = sample_plan()
+    plan.fingerprint = "sha256:" + "0123456789abcdef" * 4  # as long as every real one
+    for width in (80, 120):
+        console = Console(record=True, width=width, color_system=None)
+        print_table(plan, console)
+        lines = console.export_text().splitlines()
+        [line] = [x for x in lines if plan.fingerprint in x]  # on one line, not cut
+        if width == 80:  # under its label, which no longer ends in a space
+            assert line == f"  {plan.fingerprint}"
+            assert lines[lines.index(line) - 1] == "fingerprint"
+        else:
+            assert line.endswith(f"fingerprint {plan.fingerprint}")
+
+
 def test_out_suffixes_pick_a_format() -> None:
     from pathlib import Path
 
