@@ -37,6 +37,7 @@ from governance.apply.folders import (
     unplanned,
 )
 from governance.apply.kept import HeldAtPlan, KeptFile, kept_files
+from governance.apply.links import linked_now
 from governance.apply.modes import s3_parts
 from governance.apply.protection import Finding, lock_reason, protected_now, rest_protected
 from governance.apply.ranges import (
@@ -99,6 +100,7 @@ class Seen:
     """root URL -> (key, upload id) of its incomplete uploads, for roots that could say."""
     restored: Collection[tuple[str, str]] = ()  # (root URL, key): `_skip_restored` says so
     kept: dict[int, list[KeptFile]] = field(default_factory=dict)  # strip id -> what it keeps
+    linked: dict[int, str] = field(default_factory=dict)  # action id -> a link to it now
 
 
 def check_actions(
@@ -139,6 +141,7 @@ def check_actions(
     seen.rest = rest_protected(actions, stores, protected_tags or {}, now, concurrency)
     seen.new = new_objects(actions, unplanned(actions, listed, stores, concurrency), known)
     seen.uploads = _uploads_now(actions, stores)
+    seen.linked = linked_now(actions, stores)
     checks = [_check_one(a, seen, pending, stores, now) for a in actions]
     if restored:
         for check in checks:
@@ -347,6 +350,11 @@ def _check_one(
         else:
             check.todo.append(obj)
     problems += _kept_changed(root, seen.kept.get(action.id, ()), seen)
+    link = seen.linked.get(action.id)
+    if link is not None and " cannot be read " in link:
+        return check.block((f"{link}: not acted on", False))
+    if link is not None:
+        problems.append(f"{link} (a link made or pointed here)")
     new = seen.new.get(action.id)
     if isinstance(new, str):
         return check.block((new, False))

@@ -247,13 +247,15 @@ class LinkTargets:
 
     def reason(self, art: Artifact) -> str | None:
         """Why a link keeps `art`: "the symbolic link runs/x/best points at it", or None."""
-        key = art.key
+        return self.reason_for(art.key, [o.key for o in art.objects])
+
+    def reason_for(self, key: str, files: Sequence[str]) -> str | None:
+        """`reason` of the artifact at `key` (a folder's ending in '/') with these objects."""
         folder = not key or key.endswith("/")
         within = key if folder else None  # links in here that point in here do not count
         link = self._link(key, within)
         if link is not None:
             return f"the symbolic link {link} points at it"
-        files = [o.key for o in art.objects]
         for name in files:  # a file target among its objects
             if name != key:
                 link = self._link(name, within)

@@ -39,7 +39,13 @@ from governance.storage.base import (
     row_from_info,
 )
 from governance.storage.errors import KeyNotFoundError, translate
-from governance.storage.local_walk import TreeWalk, WalkProcess, can_walk_beside, walk_tree
+from governance.storage.local_walk import (
+    TreeWalk,
+    WalkProcess,
+    can_walk_beside,
+    note_link,
+    walk_tree,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_FIELDS = ("LastModified", "last_modified", "mtime", "modified", "updated", "created")
@@ -150,6 +156,26 @@ class FsspecStore:
             raise
         except Exception as exc:
             raise translate(self.url, exc) from exc
+
+    def links_in(self, folder: str) -> builtins.list[tuple[str, str]]:
+        """The symbolic links right in `folder` (a key ending in '/', '' the root) that
+        point inside the root, as a scan notes them (`local_walk.note_link`): (link key,
+        target key). Local disk only (elsewhere, and for a folder gone: none); one
+        directory read, no walk."""
+        if not self._local:
+            return []
+        symlinks = Symlinks()
+        real_root = os.path.realpath(self._base)
+        try:
+            with os.scandir(self._base + folder) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        note_link(symlinks, folder + entry.name, entry.path, real_root)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise translate(self.url, exc) from exc
+        return symlinks.inside
 
     def _list_local(self, excludes: tuple[str, ...]) -> Iterator[ObjectInfo]:
         epoch = datetime(1970, 1, 1, tzinfo=UTC)
