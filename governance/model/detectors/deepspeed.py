@@ -15,6 +15,25 @@ artifacts of their own.
 ZeRO-3 (model states named `zero_pp_rank_<dp>_mp_rank_<mp>_model_states.pt`) keeps no real
 weights in the model states: the fp32 weights are rebuilt from the optimizer partitions
 (`zero_to_fp32.py`), so such a tag cannot be stripped.
+
+What the names prove about ranks (`ranks_verdict`): ranks are numbered from 0 without gaps,
+so a data- or model-parallel rank below the highest one found is missing; ZeRO-3 writes
+each rank's model states, then its optimizer partition (`save_checkpoint`: `_save_checkpoint`,
+then `_save_zero_checkpoint`), so model states without any partition are a save in flight
+(but in a universal checkpoint, `ds_to_universal`'s copy beside its `zero/` folder). What
+they cannot prove: that the *highest* ranks are there. The world size is only inside the
+files (`dp_world_size`/`mp_world_size` in the model states, `partition_count` in each
+partition: what `load_checkpoint` and `zero_to_fp32.py` read); `latest` holds just a tag
+name; other tags of the run may have been saved at another world size (a resume on fewer or
+more GPUs); and ZeRO-1/2 model states without partitions are also what a save without
+optimizer state (Megatron-DeepSpeed's `save_ds_checkpoint_no_optim`) or a strip leaves. So
+a tag missing only its highest ranks is judged complete: judging it incomplete would make a
+complete tag saved at a smaller world size residue.
+
+A tag nested in a Trainer checkpoint (`checkpoint-<N>/global_step<N>/`) belongs to the
+Hugging Face detector's artifact, which does not judge its ranks: when ZeRO-3 gathers the
+weights at save they are in `model.safetensors` too, and a checkpoint whose partitions a
+person removed still loads (judged by the tag, it would be residue and deleted).
 """
 
 from __future__ import annotations
@@ -70,18 +89,21 @@ def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
     mp = model | {r for _, r in optim}
     if not mp and not layers:
         return Verdict(False, "no model states")
-    missing = [f"mp_rank_{r:02d}_model_states.pt" for r in sorted(mp - model)]
+    # model-parallel ranks are 0..mp_world_size-1: every one up to the highest seen
+    mps = range(max(mp) + 1) if mp else range(0)
+    missing = [f"mp_rank_{r:02d}_model_states.pt" for r in mps if r not in model]
     if optim or zero3:
         # every dp rank up to the highest seen, for every model-parallel rank
         dps = range(max(d for d, _ in optim | zero3) + 1)
-        if optim:
-            missing += [
-                f"optim dp{d}/mp{r}" for r in sorted(mp) for d in dps if (d, r) not in optim
-            ]
+        # ZeRO-3 model states and no partition at all: the partitions (written after the
+        # model states) are the weights; `ds_to_universal` copies the model states beside
+        # its `zero/` folder instead
+        if optim or not _universal(names):
+            missing += [f"optim dp{d}/mp{r}" for r in mps for d in dps if (d, r) not in optim]
         if zero3:
             missing += [
                 f"zero_pp_rank_{d}_mp_rank_{r:02d}_model_states.pt"
-                for r in sorted(mp)
+                for r in mps
                 for d in dps
                 if (d, r) not in zero3
             ]
@@ -93,6 +115,11 @@ def _ranks_verdict(names: tuple[str, ...]) -> Verdict:
         ("ZeRO-3, " if zero3 else "")
         + f"{counted(len(mp), 'model rank')}, {counted(n_optim, 'optimizer partition')}",
     )
+
+
+def _universal(names: tuple[str, ...]) -> bool:
+    """A universal checkpoint's tag: parameters in `zero/<name>/` (`ds_to_universal`)."""
+    return any(n.startswith("zero/") or "/zero/" in n for n in names)
 
 
 def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
