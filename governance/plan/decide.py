@@ -202,6 +202,11 @@ def _owned(rule: Rule | None, index: int, skipped: bool) -> _Owner:
     return (rule, index, skipped, rule.name, rule.tiers is not None)
 
 
+_Alias = tuple[Decision, Decision, str]
+"""(the decision of a Lightning `save_last` copy, that of the checkpoint it copies, why:
+`tiers.alias_text`)."""
+
+
 @dataclass(slots=True)
 class _Ctx:
     """One group's decision: the Decider's figures, the run, and what the group shares."""
@@ -225,6 +230,8 @@ class _Ctx:
     """Decisions removing an object in GLACIER or DEEP_ARCHIVE (see `_keep_frozen`)."""
     written: dict[int, datetime] = field(default_factory=dict)
     """Each artifact's `last_modified` (a max over its objects), taken once: `tiers.Written`."""
+    aliases: list[_Alias] = field(default_factory=list)
+    """Lightning `save_last` copies and the checkpoints they copy (`tiers.save_last_aliases`)."""
 
 
 def _label(a: Artifact) -> str:
@@ -544,6 +551,10 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     name = rule.name
     best_of_run = _best_of_run(rule, members, run, ctx.written) if otherwise == "delete" else {}
     _note_unmeasured(ctx, rule, members)
+    aliases = outcome.aliases
+    if aliases:  # Lightning save_last copies: each goes with the checkpoint it copies
+        by_key = {d.artifact.key: d for d in members}
+        ctx.aliases += [(by_key[a], by_key[o], text) for a, (o, text) in aliases.items()]
     for d in members:
         art = d.artifact
         picks = chosen.get(art.key, _NONE)
@@ -557,9 +568,13 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
             _keep_by_tier(ctx, d, rule, rule.tiers[index], why)
         else:
             step = art.step
-            reason = (texts.get(step) if step is not None else None) or decider.unkept(
-                rule, art, names, otherwise
-            )
+            if step is None and art.key in aliases:
+                why = aliases[art.key][1]
+                reason = f"{name}: {why}, which no tier keeps ({names}); otherwise: {otherwise}"
+            else:
+                reason = (texts.get(step) if step is not None else None) or decider.unkept(
+                    rule, art, names, otherwise
+                )
             guarded = best_of_run.get(art.key)
             if guarded is not None:  # invariant 7, past a `best` tier's max_age
                 tier_name, why = guarded
@@ -621,13 +636,17 @@ def _deletes(d: Decision) -> bool:
 
 
 def _guard_newest(
-    complete: list[Decision], run: Run | None, when: tiering.Written | None = None
+    complete: list[Decision],
+    run: Run | None,
+    when: tiering.Written | None = None,
+    aliases: Sequence[_Alias] = (),
 ) -> None:
     """Invariant 1: never delete the newest complete checkpoint of a live run (`complete`:
     the decisions of the group's complete checkpoints). A run still writing (running, or
     of unknown status, as checkpoints outside any run are) resumes from it: it is kept
     whole and where it is, neither stripped nor archived away (a finished run's final may
-    be; the example policy archives it)."""
+    be; the example policy archives it). A Lightning `save_last` copy and the checkpoint
+    it copies are guarded together (`aliases`): Lightning resumes from `last.ckpt`."""
     if run is not None and run.status in _DEAD:
         return
     top = tiering.newest([d.artifact for d in complete], when)
@@ -636,23 +655,49 @@ def _guard_newest(
     d = next(x for x in complete if x.artifact is top)
     # outside any run nothing says the writer is done: as a run of unknown status
     resumable = run is None or run.status in _RESUMABLE
-    if not (_deletes(d) or (resumable and d.actions)):
+    if not aliases and not (_deletes(d) or (resumable and d.actions)):
+        return  # (the common case, without a word built)
+    pair: list[tuple[Decision, str | None]] = [(d, None)]
+    for alias, original, why in aliases:  # (few: one per Lightning folder at most)
+        if alias is d:
+            pair.append((original, f"{why}: {_label(original.artifact)} kept whole with it"))
+        elif original is d:
+            pair.append((alias, f"{why}: kept whole with it"))
+    acted = [(x, with_top) for x, with_top in pair if _deletes(x) or (resumable and x.actions)]
+    if not acted:
         return
-    instead = d.actions[0].reason
-    d.actions = [a for a in d.actions if a.action is not _DELETE] if not resumable else ()
     status = run.status.value if run is not None else "outside any run"
     name = f"run {run.name}" if run is not None else "its group"
     if run is None:
         where = ", which a writer may resume from,"
     else:
         where = ", which it resumes from," if resumable else ","
-    d.keep(
-        d.rule,
-        None,
-        _WHOLE,
-        f"invariant 1: {_label(top)} is the newest complete checkpoint of {name} "
-        f"({status}){where} kept whole instead of: {instead}",
+    head = (
+        f"invariant 1: {_label(top)} is the newest complete checkpoint of {name} ({status}){where}"
     )
+    for x, with_top in acted:
+        instead = x.actions[0].reason
+        x.actions = [a for a in x.actions if a.action is not _DELETE] if not resumable else ()
+        how = f" and {with_top}" if with_top is not None else " kept whole"
+        x.keep(x.rule, None, _WHOLE, f"{head}{how} instead of: {instead}")
+
+
+def _keep_aliases(aliases: Sequence[_Alias]) -> None:
+    """A Lightning `save_last` copy stays while the checkpoint it copies stays (they have
+    the same tiers; a protection, invariant 7 or a frozen delete may keep the original
+    alone): deleting it would not free a place for anything."""
+    for alias, original, why in aliases:
+        if not _deletes(alias) or _deletes(original):
+            continue
+        instead = next(a for a in alias.actions if a.action is _DELETE).reason
+        alias.actions = [a for a in alias.actions if a.action is not _DELETE]
+        alias.keep(
+            alias.rule,
+            None,
+            _WHOLE,
+            f"kept with {_label(original.artifact)}: {why}, and {_label(original.artifact)} "
+            f"stays; kept whole instead of: {instead}",
+        )
 
 
 def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run | None) -> None:
@@ -909,9 +954,11 @@ class Decider:
                 _expire_or_transition(ctx, d, owner, run)
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
-        _guard_newest(complete, run, written)
+        _guard_newest(complete, run, written, ctx.aliases)
         if ctx.frozen and self.quarantine:
             _keep_frozen(list(dict.fromkeys(ctx.frozen)))
+        if ctx.aliases:
+            _keep_aliases(ctx.aliases)
         if trackers:  # after everything that decides whether a checkpoint stays
             _keep_trackers(decisions, trackers, run)
         # Every other checkpoint is kept in flight already, and a tier rule keeps or

@@ -13,6 +13,15 @@ without a step sits just above the highest-step checkpoint written before it (or
 same time), below all of them if none was: `last.ckpt`, written with or after the last
 save, is the newest, a pretrained file put there first the oldest. Ordering the whole run
 by age instead let a copy that rewrote the times (`aws s3 sync`) delete the highest steps.
+
+Lightning's `save_last` copy (`save_last_aliases`): a `last.ckpt` the same size as the
+newest other checkpoint of its folder, written within `SAVE_LAST_WINDOW` of it (or with the
+same content by ETag), is that checkpoint saved twice in one hook: its alias. It takes no
+place in any tier (not one of the `keep_last`, not the newest of a day, not the final): the
+tiers see the pair as one checkpoint, ranked as the newer of the two in the run's order and
+in a window when either is, and the copy is selected with it, by the same tiers. A
+`last.ckpt` that is not such a copy (the newest state, whose top-k file Lightning did not
+save or removed) is a checkpoint of its own, ranked as above.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any, cast
 
+from governance.model.detectors.base import parent
+from governance.model.detectors.lightning import save_last_name
 from governance.model.types import Artifact, Run, RunStatus
 from governance.policy.models import Tier
 from governance.policy.units import format_duration
@@ -34,6 +45,13 @@ OrderKey = Callable[[Artifact], tuple[Any, ...]]
 Written = Mapping[int, datetime]
 """`id(checkpoint)` -> its `last_modified`, taken once per call: the property is a max
 over the checkpoint's objects, and sorting and bucketing would ask for it again and again."""
+
+
+SAVE_LAST_WINDOW = timedelta(minutes=10)
+"""How far apart a `last.ckpt` and the checkpoint it copies may be written. Lightning saves
+`last.ckpt` right after the top-k file, in the same hook: one save's time apart, where a
+newer state comes at least one training interval later (a copy made by `aws s3 sync` or
+`shutil.copy` lands within a copy's time too, before or after)."""
 
 
 def written(checkpoints: Iterable[Artifact]) -> dict[int, datetime]:
@@ -81,6 +99,71 @@ def newest(checkpoints: Sequence[Artifact], when: Written | None = None) -> Arti
 
 
 _STEP = attrgetter("step")
+_KEY = attrgetter("key")
+_LIGHTNING = "lightning"
+
+
+def save_last_aliases(
+    checkpoints: Sequence[Artifact], at: Written
+) -> list[tuple[Artifact, Artifact]]:
+    """(alias, original) for each Lightning `save_last` copy among `checkpoints` (by key):
+    a stepless checkpoint of the Lightning layout named as `save_last` names it
+    (`last.ckpt`, `last-v1.ckpt`), of the same size as the newest other checkpoint of its
+    folder (highest step; by write where none there has one), written within
+    `SAVE_LAST_WINDOW` of it or with the same content by ETag. Only runs with a stepless
+    checkpoint pay for the look."""
+    lasts = [
+        c
+        for c in checkpoints
+        if c.step is None and c.layout == _LIGHTNING and save_last_name(c.key)
+    ]
+    if not lasts:
+        return []
+    folders = {parent(c.key) for c in lasts}
+    skip = {id(c) for c in lasts}
+    tops: dict[str, tuple[tuple[Any, ...], Artifact]] = {}
+    for c in checkpoints:
+        if id(c) in skip or (folder := parent(c.key)) not in folders:
+            continue
+        rank = (c.step is not None, c.step or 0, at[id(c)], c.key)
+        held = tops.get(folder)
+        if held is None or rank > held[0]:
+            tops[folder] = (rank, c)
+    pairs: list[tuple[Artifact, Artifact]] = []
+    for a in sorted(lasts, key=_KEY):
+        held = tops.get(parent(a.key))
+        if held is None:
+            continue
+        o = held[1]
+        if a.bytes == o.bytes and (
+            abs(at[id(a)] - at[id(o)]) <= SAVE_LAST_WINDOW or _same_content(a, o)
+        ):
+            pairs.append((a, o))
+    return pairs
+
+
+def _same_content(a: Artifact, b: Artifact) -> bool:
+    """Whether two one-file checkpoints have the same content by their store's ETag (an
+    MD5 of the content on S3, whenever the times were rewritten by a copy); a filesystem's
+    `mtime:` token says nothing of the content. Different ETags prove nothing (SSE-KMS)."""
+    if len(a.objects) != 1 or len(b.objects) != 1:
+        return False
+    tag = a.objects[0].etag
+    return bool(tag) and tag == b.objects[0].etag and not tag.startswith("mtime:")
+
+
+def alias_text(alias: Artifact, original: Artifact, at: Written) -> str:
+    """'last.ckpt is Lightning's save_last copy of step 900 (same size, written 4s after
+    it)': why `alias` goes with `original`."""
+    delta = at[id(alias)] - at[id(original)]
+    if abs(delta) < timedelta(seconds=1):
+        when = "written within a second of it"
+    elif delta > timedelta(0):
+        when = f"written {format_duration(delta)} after it"
+    else:
+        when = f"written {format_duration(-delta)} before it"
+    same = "same ETag" if _same_content(alias, original) else "same size"
+    return f"{_label(alias)} is Lightning's save_last copy of {_label(original)} ({same}, {when})"
 
 
 def _label(c: Artifact) -> str:
@@ -93,10 +176,13 @@ class TierOutcome:
 
     `picks[key]` lists (tier index, reason) in policy order; `trace[key]` has one
     (tier name, "selected: ..." / "not selected: ...") per tier, filled only when traced.
+    An alias (`save_last_aliases`) is picked by the tiers that pick its original.
     """
 
     picks: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     trace: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Lightning `save_last` copies: alias key -> (original key, `alias_text`)."""
 
 
 def _bucket_range(step: int, k: int) -> str:
@@ -111,15 +197,20 @@ def _tier_select(
     at: Written,
     ordered: list[Artifact] | None = None,
     final: Artifact | None = None,
+    *,
+    stepwise: bool = True,
 ) -> dict[str, list[str]]:
     """checkpoint key -> why this tier selects it (several keys: several reasons).
 
     `ordered`: the candidates newest first (by `order_key`), when the caller has them;
-    `final`: the run's final checkpoint (the newest of all, when the run is completed),
-    which the tier keeps only when it is among its candidates."""
+    `stepwise`: False when `ordered` is not by step even where every candidate has one (a
+    Lightning `save_last` copy raised its original); `final`: the run's final checkpoint
+    (the newest of all, when the run is completed), which the tier keeps only when it is
+    among its candidates."""
     chosen: dict[str, list[str]] = {}
     if not candidates:
         return chosen
+    stepwise = stepwise or ordered is None
     if ordered is None:
         ordered = sorted(candidates, key=order_key(candidates, at), reverse=True)
     within = f" within {format_duration(tier.max_age)}" if tier.max_age is not None else ""
@@ -135,7 +226,7 @@ def _tier_select(
     if tier.keep_every_steps is not None:
         k = tier.keep_every_steps
         buckets: dict[int, tuple[int, Artifact]] = {}
-        if None not in map(_STEP, candidates):
+        if stepwise and None not in map(_STEP, candidates):
             # `ordered` is by (step, write, key), newest first, equals in candidate order:
             # each bucket's first is the one the loop below keeps
             steps = list(zip(map(_STEP, ordered), ordered, strict=True))
@@ -224,17 +315,35 @@ def select(
     `Written` map, when the caller has it)."""
     out = TierOutcome()
     at = when if when is not None else written(checkpoints)
+    every = checkpoints
+    steps = sum(c.step is not None for c in checkpoints)
+    pairs: list[tuple[Artifact, Artifact]] = []
+    texts: dict[str, tuple[str, str]] = {}
+    if 1 < len(checkpoints) != steps:  # a stepless checkpoint: maybe a save_last copy
+        pairs = save_last_aliases(checkpoints, at)
     # With a step on every checkpoint, every tier's candidates order by step alike: sorted
     # once, each tier's are these in that order (a stable sort keeps ties as given either way).
     ranked: list[Artifact] | None = None
-    mixed: OrderKey | None = None  # a run where only some checkpoints have a step
-    steps = sum(c.step is not None for c in checkpoints)
-    if len(checkpoints) > 1 and steps == len(checkpoints):
+    stepwise = True  # `ranked` is by step (where every checkpoint has one)
+    if pairs:
+        # The tiers see each original for its pair: ranked as the newer of the two in the
+        # run's order, in a window when either is (as new as the newer write).
+        texts = out.aliases = {a.key: (o.key, alias_text(a, o, at)) for a, o in pairs}
+        full = order_key(checkpoints, at)
+        raised: dict[int, tuple[Any, ...]] = {}
+        newer = dict(at)
+        for a, o in pairs:
+            raised[id(o)] = max(raised.get(id(o)) or full(o), full(a))
+            newer[id(o)] = max(newer[id(o)], at[id(a)])
+        at = newer
+        checkpoints = [c for c in checkpoints if c.key not in texts]
+        ranked = sorted(checkpoints, key=lambda c: raised.get(id(c)) or full(c), reverse=True)
+        stepwise = False
+    elif len(checkpoints) > 1 and steps == len(checkpoints):
         ranked = sorted(checkpoints, key=order_key(checkpoints, at), reverse=True)
     elif 0 < steps < len(checkpoints):
         # ordered once over the whole run: a tier's window must not change who is newer
-        mixed = order_key(checkpoints, at)
-        ranked = sorted(checkpoints, key=mixed, reverse=True)
+        ranked = sorted(checkpoints, key=order_key(checkpoints, at), reverse=True)
     final = None
     if (
         run is not None
@@ -251,15 +360,21 @@ def select(
             if ranked is not None and len(candidates) < len(checkpoints):
                 window = {id(c) for c in candidates}
                 ordered = [c for c in ranked if id(c) in window]
-        chosen = _tier_select(tier, candidates, run, at, ordered, final)
+        chosen = _tier_select(tier, candidates, run, at, ordered, final, stepwise=stepwise)
+        for a, o in pairs:
+            whys = chosen.get(o.key)
+            if whys is not None:
+                chosen[a.key] = [f"{texts[a.key][1]}, selected with it: " + "; ".join(whys)]
         for key, whys in chosen.items():
             out.picks.setdefault(key, []).append((index, "; ".join(whys)))
         if not trace:
             continue
         in_window = {c.key for c in candidates}
-        for c in checkpoints:
+        for c in every:
             if c.key in chosen:
                 line = "selected: " + "; ".join(chosen[c.key])
+            elif c.key in texts:
+                line = f"not selected: {texts[c.key][1]}, which this tier does not select"
             elif c.key not in in_window:
                 assert tier.max_age is not None
                 line = f"not selected: older than max_age {format_duration(tier.max_age)}"

@@ -269,13 +269,14 @@ def test_five_days_on(bucket: Bucket) -> None:
     assert abort["action"] == "abort_upload"
     assert abort["destructive"] is True
     assert abort["objects"][0]["upload_id"]
-    # Lightning: ordered by age (last.ckpt has no step), ties by key: the newest 3 and the
-    # final (last.ckpt) are kept whole, epoch 0 is deleted whole
+    # Lightning: last.ckpt has the bytes of epoch 2 and was uploaded with it: Lightning's
+    # save_last copy, which takes no `recent` place: epochs 0-2 are the newest 3, kept
+    # whole, and last.ckpt with epoch 2
     ckpts = PL_DONE + "lightning_logs/version_0/checkpoints/"
-    assert p.outcome(ckpts + "epoch=0-step=100-val_loss=1.00.ckpt") == ("delete",)
-    for name in ("epoch=1-step=200-val_loss=0.90.ckpt", "epoch=2-step=300-val_loss=0.80.ckpt",
-                 "last.ckpt"):  # fmt: skip
+    for name in ("epoch=0-step=100-val_loss=1.00.ckpt", "epoch=1-step=200-val_loss=0.90.ckpt",
+                 "epoch=2-step=300-val_loss=0.80.ckpt", "last.ckpt"):  # fmt: skip
         assert p.outcome(ckpts + name) == ("kept", "whole")
+    assert "save_last copy of step 300" in p.kept(ckpts + "last.ckpt")["reason"]  # type: ignore[index]
     # running DeepSpeed, Megatron and Lightning runs: thinned by the tiers only, the newest 3
     # complete kept whole; the unfinished save, now past the grace period, is residue, but
     # of a running run: protected (protect.run_status), not expired by `residue` (above)

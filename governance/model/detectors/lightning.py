@@ -17,6 +17,17 @@ ZeRO-3 (model states named `zero_pp_rank_*`), where they are the only copy of th
 NeMo writes `<name>-unfinished` next to `<name>.ckpt` before a save and removes it after:
 while the marker is there the checkpoint is incomplete. The marker joins the unit of the
 `.ckpt` file it names (and is removed with it).
+
+`ModelCheckpoint(save_last=True)` (`_save_last_checkpoint`) saves the state again as
+`last.ckpt` (`CHECKPOINT_NAME_LAST`, `-v1`... when the name is taken by an older file) in
+the same hook, right after its top-k save (`_save_topk_checkpoint`): then it is a copy of
+the newest `epoch=E-step=S.ckpt`, saved one save's time later. But it is saved even when
+no top-k file is (the monitored value is not in the top `save_top_k`, `every_n_epochs` > 1,
+`save_top_k=0`), and Lightning removes top-k files it no longer ranks: then `last.ckpt` is
+the only copy of the newest state. `save_last="link"` (local paths only) makes it a
+symbolic link to the last top-k file instead, which a scan does not list (what it points at
+is protected). `SAVE_LAST` recognises the name; which copies are aliases is the planner's
+business (`plan.tiers.save_last_aliases`).
 """
 
 from __future__ import annotations
@@ -40,6 +51,15 @@ from governance.model.types import Artifact, CatalogObject, Component, Kind
 UNFINISHED = "-unfinished"
 """NeMo's `ModelCheckpoint.UNFINISHED_CHECKPOINT_SUFFIX`: a marker present while saving."""
 _ZERO3_MODEL = re.compile(r"(?:^|/)zero_pp_rank_\d+_mp_rank_\d+_model_states\.pt$")
+SAVE_LAST = re.compile(r"(?:^|-)last(?:-v\d+)?\.ckpt$")
+"""The name of `ModelCheckpoint(save_last=True)`'s copy: `last.ckpt`, `last-v1.ckpt`, or a
+`CHECKPOINT_NAME_LAST` template ending in `-last` (`epoch=3-last.ckpt`); a file, or the
+folder of a sharded (FSDP, DeepSpeed) save."""
+
+
+def save_last_name(key: str) -> bool:
+    """Whether `key` is named as Lightning names its `save_last` copy (see `SAVE_LAST`)."""
+    return SAVE_LAST.search(basename(key)) is not None
 
 
 def _dir_component(name: str) -> Component:
