@@ -83,8 +83,6 @@ class ActionRunner:
     concurrency: int
     clock: Callable[[], datetime]
     _quarantine_roots: dict[str, str] = field(default_factory=dict, init=False, repr=False)
-    _gone_records: dict[str, int] = field(default_factory=dict, init=False, repr=False)
-    """root URL -> the execution's `scans` row its removed objects point at (`removals`)."""
 
     def quarantine_root(self, root_url: str) -> str:
         found = self._quarantine_roots.get(root_url)
@@ -295,7 +293,7 @@ class ActionRunner:
                 conn, self.plan_id, removal_ids, execution_id=run, now=now, purge_after=purge_after
             )
             journal.record_copies_in_place(conn, copied)
-            mark_removed_gone(conn, gone, self._gone_records, actor=self.actor, now=now)
+            mark_removed_gone(conn, gone, actor=self.actor, now=now)
             journal.write_results(
                 conn, journal.result_rows(self.execution_id, self.plan_id, outcomes, now)
             )

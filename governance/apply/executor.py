@@ -35,6 +35,7 @@ from governance.apply.actions import (
     outcome_for_check,
 )
 from governance.apply.kept import KeptFile, held_at_plan
+from governance.apply.links import LinksRead
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
 from governance.apply.stream import IdSet, PlanScan, scan_plan
@@ -252,6 +253,7 @@ class CheckPipeline:
     ) -> None:
         self._engine = engine
         self._made_at = made_at  # objects restored since are not removed again
+        self._links_read: LinksRead = {}  # folders read for symbolic links, this apply
         self._scans = dict(scans or {})  # root URL -> the scan the plan was made from
         self._plan_id = plan_id
         self._batches = batches
@@ -307,6 +309,7 @@ class CheckPipeline:
             restored=restored,
             known=self._known,
             held=self._held,
+            links_read=self._links_read,
         )
         return chunk, pending, checks
 
@@ -316,7 +319,7 @@ class CheckPipeline:
 
     def _held(self, folders: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[KeptFile]]:
         """What the catalog held under these folders when the plan was made."""
-        return held_at_plan(self._engine, self._scans, folders)
+        return held_at_plan(self._engine, self._scans, folders, self._made_at)
 
 
 def _execute(
@@ -656,7 +659,9 @@ class LeftBehind:
 
 
 def _chunks(actions: Iterable[PlannedAction]) -> Iterator[list[PlannedAction]]:
-    """Batches of whole actions, up to about CHUNK_OBJECTS objects each.
+    """Batches of whole actions, up to about CHUNK_OBJECTS objects each, never cutting
+    between the actions of one artifact (a strip and the archive of what it keeps are
+    checked together: `kept`).
 
     The first batches are smaller (FIRST_CHUNK_OBJECTS, doubling): nothing can be acted
     on before the first batch is checked, nor after the last check, so small batches at
@@ -666,12 +671,16 @@ def _chunks(actions: Iterable[PlannedAction]) -> Iterator[list[PlannedAction]]:
     objects = 0
     limit = min(FIRST_CHUNK_OBJECTS, CHUNK_OBJECTS)
     for action in actions:
-        chunk.append(action)
-        objects += len(action.objects)
-        if objects >= limit or len(chunk) >= CHUNK_ACTIONS:
+        if (
+            chunk
+            and (objects >= limit or len(chunk) >= CHUNK_ACTIONS)
+            and action.artifact.uri != chunk[-1].artifact.uri
+        ):
             yield chunk
             chunk, objects = [], 0
             limit = min(limit * 2, CHUNK_OBJECTS)
+        chunk.append(action)
+        objects += len(action.objects)
     if chunk:
         yield chunk
 

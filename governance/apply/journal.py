@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -33,6 +33,7 @@ from governance.catalog.execution_tables import (
     ExecutionRow,
     RemovedObjectRow,
 )
+from governance.catalog.removals import held_then
 from governance.catalog.tables import Root, StoredObject
 from governance.errors import RefusedError
 from governance.storage.base import epoch_micros
@@ -435,7 +436,8 @@ def known_at_plan(
     A row listed again since that scan (written anew, or back after it was gone: the scan
     rewrites it, `changed_scan_id`) is new, and so is an object `govern restore` brought
     back at `made_at` or later (a restore revives its row in place): neither was there,
-    as it is, when the plan was made. A root without a scan id: only live rows count."""
+    as it is, when the plan was made; nor was one an apply removed before `made_at`
+    (`removals.held_then`). A root without a scan id: only live rows count."""
     if not keys:
         return set()
     roots, objects = ROOTS, OBJECTS
@@ -454,9 +456,8 @@ def known_at_plan(
             held = [objects.c.root_id == root_id, objects.c.upload_id == ""]
             if scan is not None:
                 held += [
-                    objects.c.first_scan_id <= scan,
                     objects.c.changed_scan_id <= scan,
-                    or_(objects.c.gone_scan_id.is_(None), objects.c.gone_scan_id > scan),
+                    *held_then(objects, root_id, scan, made_at),
                 ]
             else:
                 held.append(objects.c.gone_scan_id.is_(None))

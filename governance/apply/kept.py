@@ -16,16 +16,20 @@ not looked at (see `folders`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, case, func, null, or_, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import and_, case, func, null, select
+from sqlalchemy.engine import Connection, Engine
 
+from governance.catalog.removals import held_then
 from governance.catalog.tables import Root, StoredObject, datetime_from_us
 from governance.model.types import CatalogObject
 from governance.plan.types import ActionType, PlannedAction
 
-_O = StoredObject.__table__.c  # type: ignore[attr-defined]
+_OBJECTS = StoredObject.__table__  # type: ignore[attr-defined]
+_O = _OBJECTS.c
 _R = Root.__table__.c  # type: ignore[attr-defined]
 
 KeptFile = tuple[CatalogObject, bool]
@@ -43,19 +47,32 @@ def keeps_part(action: PlannedAction) -> bool:
 
 
 def kept_files(
-    actions: Sequence[PlannedAction], held: HeldAtPlan | None
+    actions: Sequence[PlannedAction],
+    held: HeldAtPlan | None,
+    started: Collection[int] = (),
 ) -> dict[int, list[KeptFile]]:
-    """action id -> the files each strip of `actions` keeps (none without `held`)."""
-    strips = [a for a in actions if keeps_part(a)]
+    """action id -> the files each strip of `actions` keeps (none without `held`).
+
+    Left out: a strip an earlier apply of the plan started (`started`: it was checked
+    then, and what it removed must be finished and journaled, not called stale), and the
+    files the plan's other actions on the same artifact act on (the archive of what the
+    strip keeps moves or copies them: their own checks cover them). Apply's batches never
+    separate the actions of one artifact, so those are among `actions`."""
+    strips = [a for a in actions if keeps_part(a) and a.id not in started]
     if not strips or held is None:
         return {}
     where = {
         a.id: (a.artifact.root_url, a.artifact.uri[len(a.artifact.root_url) :]) for a in strips
     }
+    acted: dict[str, set[str]] = {}  # artifact URI -> keys its actions act on
+    uris = {a.artifact.uri for a in strips}
+    for a in actions:
+        if a.artifact.uri in uris:
+            acted.setdefault(a.artifact.uri, set()).update(o.key for o in a.objects)
     under = held(sorted(set(where.values())))
     out: dict[int, list[KeptFile]] = {}
     for a in strips:
-        named = {o.key for o in a.objects}
+        named = acted[a.artifact.uri]
         kept = [f for f in under.get(where[a.id], ()) if f[0].key not in named]
         if kept:
             out[a.id] = kept
@@ -63,17 +80,20 @@ def kept_files(
 
 
 def held_at_plan(
-    engine: Engine, scans: Mapping[str, int], folders: Sequence[tuple[str, str]]
+    engine: Engine,
+    scans: Mapping[str, int],
+    folders: Sequence[tuple[str, str]],
+    made_at: datetime | None = None,
 ) -> dict[tuple[str, str], list[KeptFile]]:
     """`HeldAtPlan` from the catalog: rows under each folder that were live at the plan's
-    scan of their root (`scans`: root URL -> scan id; a root without one: the live rows).
-    Incomplete uploads are not files a checkpoint keeps."""
+    scan of their root (`scans`: root URL -> scan id; a root without one: the live rows)
+    and not removed by an apply before the plan was made (`made_at`). Incomplete uploads
+    are not files a checkpoint keeps."""
     out: dict[tuple[str, str], list[KeptFile]] = {}
     if not folders:
         return out
-    postgres = engine.dialect.name == "postgresql"
-    key = _O.key.collate("C") if postgres else _O.key  # byte order on every backend
     with engine.connect() as conn:
+        key = _byte_ordered_key(conn)
         ids = {
             str(url): int(i)
             for i, url in conn.execute(
@@ -87,10 +107,7 @@ def held_at_plan(
             scan = scans.get(root)
             held = [_O.root_id == root_id, _O.upload_id == ""]
             if scan is not None:
-                held += [
-                    _O.first_scan_id <= scan,
-                    or_(_O.gone_scan_id.is_(None), _O.gone_scan_id > scan),
-                ]
+                held += held_then(_OBJECTS, root_id, scan, made_at)
                 changed = _O.changed_scan_id > scan
             else:
                 held.append(_O.gone_scan_id.is_(None))
@@ -118,3 +135,25 @@ def held_at_plan(
                 found.append((obj, bool(after)))
             out[(root, folder)] = found
     return out
+
+
+_BYTE_ORDER = ("C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic", "pg_c_utf8")
+"""PostgreSQL collations that order text as its UTF-8 bytes (code point order)."""
+
+
+def _byte_ordered_key(conn: Connection) -> Any:
+    """`objects.key` for a range query in byte order (the keys under a folder lie between
+    it and its successor there): as it is on SQLite and on a PostgreSQL database whose
+    collation is byte order already (its index then answers the range); else with
+    `COLLATE "C"`, which is right but reads every row of the table (no index has it)."""
+    if conn.dialect.name != "postgresql":
+        return _O.key
+    # (as JSON: `datlocprovider` and `datlocale` exist on newer servers only)
+    found = conn.exec_driver_sql(
+        "SELECT to_jsonb(d) FROM pg_database d WHERE datname = current_database()"
+    ).scalar()
+    db = found if isinstance(found, dict) else {}
+    provider = db.get("datlocprovider", "c")  # c: libc, b: builtin, i: ICU
+    name = db.get("datlocale") if provider == "b" else db.get("datcollate")
+    plain = provider in ("c", "b") and name in _BYTE_ORDER
+    return _O.key if plain else _O.key.collate("C")

@@ -37,7 +37,7 @@ from governance.apply.folders import (
     unplanned,
 )
 from governance.apply.kept import HeldAtPlan, KeptFile, kept_files
-from governance.apply.links import linked_now
+from governance.apply.links import LinksRead, linked_now
 from governance.apply.modes import s3_parts
 from governance.apply.protection import Finding, lock_reason, protected_now, rest_protected
 from governance.apply.ranges import (
@@ -114,6 +114,7 @@ def check_actions(
     restored: Collection[tuple[str, str]] = (),
     known: KnownBefore | None = None,
     held: HeldAtPlan | None = None,
+    links_read: LinksRead | None = None,
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can.
 
@@ -131,8 +132,9 @@ def check_actions(
     (see `folders`; without `known`, every such object is).
 
     `held`: what the catalog held under a folder when the plan was made; a strip whose
-    kept files (those it does not name) vanished or changed since is stale (see `kept`)."""
-    kept = kept_files(actions, held)
+    kept files (those it does not name) vanished or changed since is stale (see `kept`).
+    `links_read`: the folders earlier batches read for symbolic links (see `links`)."""
+    kept = kept_files(actions, held, started={action_id for action_id, _ in pending})
     extra = {i: [f.key for f, _ in files] for i, files in kept.items()}
     states, listed = _current_states(actions, stores, concurrency, extra)
     seen = Seen(states, restored=restored, kept=kept)
@@ -141,7 +143,7 @@ def check_actions(
     seen.rest = rest_protected(actions, stores, protected_tags or {}, now, concurrency)
     seen.new = new_objects(actions, unplanned(actions, listed, stores, concurrency), known)
     seen.uploads = _uploads_now(actions, stores)
-    seen.linked = linked_now(actions, stores)
+    seen.linked = linked_now(actions, stores, links_read)
     checks = [_check_one(a, seen, pending, stores, now) for a in actions]
     if restored:
         for check in checks:

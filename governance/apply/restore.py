@@ -41,6 +41,7 @@ from governance.apply.types import (
     open_destination,
 )
 from governance.catalog.plans import load_plan_header, planned_classes
+from governance.catalog.removals import revive
 from governance.errors import ArgumentError
 from governance.storage.base import KeyResult, ObjectState, Store
 from governance.wording import counted
@@ -276,6 +277,14 @@ def _commit(
                 [{"b_id": i} for i in ok_ids],
             )
         record_copies_in_place(conn, copies, revive=True)
+        revive(  # a versioned delete undone: the old version is back as it was
+            conn,
+            [
+                (r["root_url"], r["key"], r["size"], r["etag"])
+                for r, res in zip(rows, results, strict=True)
+                if res.ok and r["mode"] != "quarantine"
+            ],
+        )
         audit.record_many(
             conn,
             [

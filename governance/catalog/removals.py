@@ -2,13 +2,14 @@
 
 Until the next scan the catalog otherwise held them live: `govern plan --no-scan` planned
 the same removals again (each then stale at apply: "vanished"), and `govern ls` listed
-what was gone. Each execution that removes objects of a root gets a `scans` row of its own
-(`source` "apply", `status` "applied": never a complete scan, so no plan is made from it
-and a scan still folds its listing in against the live rows), and the rows of the objects
-it removed point at it as their `gone_scan_id`; its `objects_gone` counts them, and the
-root's runs and artifacts are derived again on the next read (`ensure_classified`). Scan ids
-only grow, so a plan made before the apply still finds them held at its scan
-(`journal.known_at_plan`), and one made after finds them gone. A restore revives them
+what was gone. Each batch of an apply that removes objects of a root gets a `scans` row of
+its own, made as it commits (`source` "apply", `status` "applied": never a complete scan,
+so no plan is made from it and a scan still folds its listing in against the live rows);
+the rows of the objects it removed point at it as their `gone_scan_id`, its
+`objects_gone` counts them, and the root's runs and artifacts are derived again on the
+next read (`ensure_classified`). A plan made before the batch still finds them
+held at its scan (ids only grow), and one made after, even without scanning again, finds
+them gone (the record is older than the plan: `held_then`). A restore revives them
 (`journal.record_copies_in_place`); a scan that lists one again rewrites its row (it was
 written since, or brought back).
 """
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from governance.catalog.bulk import execute_rows
@@ -36,21 +38,14 @@ size as the plan saw it and the check confirmed)."""
 
 
 def mark_removed_gone(
-    conn: Connection,
-    removed: Sequence[Removed],
-    records: dict[str, int],
-    *,
-    actor: str,
-    now: datetime,
+    conn: Connection, removed: Sequence[Removed], *, actor: str, now: datetime
 ) -> int:
-    """Mark the catalog rows of `removed` gone; returns how many rows it marked.
-
-    `records`: root URL -> the execution's own `scans` row, added to as roots come (the
-    caller keeps it for the execution's next batches). A row no longer showing the object
-    (a scan since listed another one, of another size, under the key) is left as it is."""
-    if not removed:
-        return 0
-    for root in sorted({r[0] for r in removed} - records.keys()):
+    """Mark the catalog rows of `removed` gone, under a `scans` row per root made now (one
+    per batch: its time says when they went, `apply_records_before`); returns how many
+    rows it marked. A row no longer showing the object (a scan since listed another one,
+    of another size, under the key) is left as it is."""
+    marked = 0
+    for root in sorted({r[0] for r in removed}):
         root_id = conn.execute(select(_R.c.id).where(_R.c.url == root)).scalar()
         if root_id is None:
             continue  # a root the catalog does not know: no rows of it to mark
@@ -67,25 +62,53 @@ def mark_removed_gone(
             objects_changed=0,
             objects_gone=0,
         )
-        records[root] = int(conn.execute(adding.returning(_S.c.id)).scalar_one())
-    marked = 0
-    for root, record in records.items():
-        rows = [(record, root, k, u, s) for r, k, u, s in removed if r == root]
-        if not rows:
-            continue
+        record = int(conn.execute(adding.returning(_S.c.id)).scalar_one())
+        rows = [(record, root_id, k, u, s) for r, k, u, s in removed if r == root]
         n = execute_rows(
             conn,
-            "UPDATE objects SET gone_scan_id = {p} "
-            "WHERE root_id = (SELECT id FROM roots WHERE url = {p}) AND key = {p} "
+            "UPDATE objects SET gone_scan_id = {p} WHERE root_id = {p} AND key = {p} "
             "AND upload_id = {p} AND gone_scan_id IS NULL AND size = {p}",
             rows,
         )
-        conn.execute(
-            update(_S)
-            .where(_S.c.id == record)
-            .values(objects_gone=_S.c.objects_gone + n, finished_at=now)
-        )
+        conn.execute(update(_S).where(_S.c.id == record).values(objects_gone=n))
         if n:  # its runs and artifacts (`ls runs`, `ls artifacts`) are derived anew
-            conn.execute(update(_R).where(_R.c.url == root).values(classified_scan_id=None))
+            conn.execute(update(_R).where(_R.c.id == root_id).values(classified_scan_id=None))
         marked += n
     return marked
+
+
+def apply_records_before(root_id: Any, moment: datetime) -> Any:
+    """The ids of the root's apply records made before `moment` (a subquery): a row one of
+    them marked gone was gone then, although its `gone_scan_id` is above every complete
+    scan of the time (a plan made then, without scanning again, did not see it)."""
+    return select(_S.c.id).where(
+        _S.c.root_id == root_id, _S.c.source == APPLY_SOURCE, _S.c.started_at < moment
+    )
+
+
+def held_then(objects: Any, root_id: Any, scan: int, made_at: datetime | None) -> list[Any]:
+    """Conditions on `objects` rows: live at the plan's scan of the root (`scan`), and
+    not removed by an apply before the plan was made (`made_at`; None: not known)."""
+    after = objects.c.gone_scan_id > scan
+    if made_at is not None:
+        after = and_(after, objects.c.gone_scan_id.not_in(apply_records_before(root_id, made_at)))
+    return [objects.c.first_scan_id <= scan, or_(objects.c.gone_scan_id.is_(None), after)]
+
+
+def revive(conn: Connection, restored: Sequence[tuple[str, str, int, str]]) -> int:
+    """Mark live again the rows of objects a restore brought back as they were (a
+    versioned delete undone: the old version is current again, with its ETag and time):
+    (root URL, key, size, ETag). Returns how many rows it revived."""
+    if not restored:
+        return 0
+    n = execute_rows(
+        conn,
+        "UPDATE objects SET gone_scan_id = NULL "
+        "WHERE root_id = (SELECT id FROM roots WHERE url = {p}) AND key = {p} "
+        "AND upload_id = '' AND gone_scan_id IS NOT NULL AND size = {p} AND etag = {p}",
+        list(restored),
+    )
+    if n:
+        urls = sorted({r[0] for r in restored})
+        conn.execute(update(_R).where(_R.c.url.in_(urls)).values(classified_scan_id=None))
+    return n

@@ -102,3 +102,25 @@ def test_what_an_apply_removed_is_gone_from_the_catalog_before_the_next_scan(
     assert restored["failed"] == 0
     assert _live_keys(catalog_url, base) == listed
     assert actions_by(setup.plan("--no-scan"), base) == actions_by(first, base)
+
+
+def test_a_strip_whose_weights_vanished_is_stale_on_each_catalog(
+    catalog_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The files a strip keeps are found by a range query over the folder's keys (in
+    byte order on PostgreSQL too, whatever the database's collation)."""
+    local, storage = build(tmp_path)
+    setup = Setup(catalog_url, local.policy)
+    base = storage.as_uri() + "/"
+    doc = setup.plan()
+    stripped = [a["artifact"]["uri"] for a in doc["actions"] if a["action"] == "strip"]
+    assert stripped
+    folder = stripped[0][len(base) :]
+    (storage / folder / "model.safetensors").unlink()
+
+    report = json.loads(setup.apply(doc["plan_id"], code=3).stdout)
+
+    [result] = [r for r in report["results"] if r["artifact_uri"] == stripped[0]]
+    assert result["outcome"] == "skipped"
+    assert f"{folder}model.safetensors, which the strip keeps, vanished" in result["reason"]
