@@ -63,7 +63,7 @@ def build_settings(
     concurrency: int | None = None,
 ) -> Settings:
     url = catalog or os.environ.get("GOVERN_CATALOG_URL") or default_catalog_url()
-    conc = concurrency or int(os.environ.get("GOVERN_CONCURRENCY", DEFAULT_CONCURRENCY))
+    conc = concurrency or env_int("GOVERN_CONCURRENCY", DEFAULT_CONCURRENCY)
     return Settings(
         catalog_url=url,
         identity=resolve_identity(identity),
@@ -71,3 +71,39 @@ def build_settings(
         quiet=quiet,
         concurrency=conc,
     )
+
+
+def env_int(name: str, default: int, minimum: int = 1) -> int:
+    """A whole-number setting from the environment: unset or empty (as CI templates leave
+    variables) is `default`; anything else that is not a whole number of at least
+    `minimum` is an ArgumentError naming the variable (exit 2), not a traceback."""
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ArgumentError(
+            f"{name}={raw!r}: not a whole number of at least {minimum}; "
+            f"give one, or unset it for the default ({default})"
+        )
+    return value
+
+
+def env_float(name: str, default: float) -> float:
+    """`env_int` for a positive number of seconds."""
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ArgumentError(
+            f"{name}={raw!r}: not a positive number; give one, or unset it for the "
+            f"default ({default})"
+        )
+    return value

@@ -58,16 +58,17 @@ from governance.plan.types import (
     removes_objects,
 )
 from governance.policy.models import ApplyConfig
+from governance.settings import env_float, env_int
 from governance.storage.base import KeyResult
 from governance.wording import counted
 
 log = logging.getLogger(__name__)
 
-CHUNK_OBJECTS = int(os.environ.get("GOVERN_APPLY_CHUNK_OBJECTS", "5000"))
-CHUNK_ACTIONS = int(os.environ.get("GOVERN_APPLY_CHUNK_ACTIONS", "5000"))
+CHUNK_OBJECTS = env_int("GOVERN_APPLY_CHUNK_OBJECTS", 5000)
+CHUNK_ACTIONS = env_int("GOVERN_APPLY_CHUNK_ACTIONS", 5000)
 FIRST_CHUNK_OBJECTS = 1000
 CHECK_AHEAD = 2  # batches whose preconditions are checked while the current ones run
-SWITCH_INTERVAL = float(os.environ.get("GOVERN_SWITCH_INTERVAL") or 0.0005)  # seconds
+SWITCH_INTERVAL = env_float("GOVERN_SWITCH_INTERVAL", 0.0005)  # seconds
 Progress = Callable[[ExecutionReport, int], None]
 """Called after each batch with the report so far and the number of actions to do."""
 Removed = Mapping[tuple[int, str], KeyResult]

@@ -29,3 +29,35 @@ def test_an_empty_govern_user_is_as_if_unset(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("GOVERN_USER", "   ")
     monkeypatch.setattr("getpass.getuser", lambda: "osuser")
     assert resolve_identity(None) == "osuser"
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("", 16), ("  ", 16), ("4", 4), (" 8 ", 8)])
+def test_an_empty_concurrency_is_the_default(
+    monkeypatch: pytest.MonkeyPatch, raw: str, expected: int
+) -> None:
+    from governance.settings import build_settings
+
+    monkeypatch.setenv("GOVERN_CONCURRENCY", raw)
+    assert build_settings(None, "alice").concurrency == expected
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-3", "2.5"])
+def test_a_bad_concurrency_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    from governance.settings import build_settings
+
+    monkeypatch.setenv("GOVERN_CONCURRENCY", raw)
+    with pytest.raises(ArgumentError, match=f"GOVERN_CONCURRENCY={raw!r}") as err:
+        build_settings(None, "alice")
+    assert err.value.exit_code == EXIT_BAD_INPUT
+
+
+def test_the_cli_says_which_variable_is_wrong_and_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from governance.cli.main import cli
+
+    monkeypatch.setenv("GOVERN_CONCURRENCY", "abc")
+    result = CliRunner().invoke(cli, ["plans"])
+    assert result.exit_code == 2
+    assert "GOVERN_CONCURRENCY='abc'" in result.stderr
+    assert "Traceback" not in result.stderr
