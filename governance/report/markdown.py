@@ -7,6 +7,7 @@ rules and runs does it touch, then every action with its reason.
 from __future__ import annotations
 
 from collections import Counter
+from html import escape
 from typing import TextIO
 
 from governance.plan.types import Plan
@@ -18,8 +19,18 @@ ACTION_LIMIT = 5000
 
 
 def _cell(value: object) -> str:
+    """Text for a table cell or a list item: pipes and backslashes escaped, one line, and
+    outside `code spans` the characters HTML would take as markup (a run named
+    `<img src=x onerror=...>`, a reason saying "<yet>": Markdown passes HTML through, so a
+    viewer would run the one and hide the other)."""
     text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    if "<" not in text and ">" not in text and "&" not in text:
+        return text
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # outside code spans (an odd count: the last is text)
+        parts[i] = escape(parts[i], quote=False)
+    return "`".join(parts)
 
 
 def _table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:

@@ -17,12 +17,18 @@ def test_markdown_has_totals_rules_runs_and_escaped_actions() -> None:
         assert heading in md
     # what no action touches and the kept list does not name is counted, with an example
     left = md[md.index("## Left as they are") : md.index("## By run")]
-    assert "| logs | log | 12 | 3 MiB | `s3://ml-artifacts/logs/a\\|b.log`: not due <yet> |" in left
+    # (outside code spans, what HTML would take for markup is escaped: it shows as typed)
+    assert (
+        "| logs | log | 12 | 3 MiB | `s3://ml-artifacts/logs/a\\|b.log`: not due &lt;yet&gt; |"
+        in left
+    )
     assert (
         "| (no rule) | other | 2 | 10 B | `s3://ml-artifacts/README.md`: no rule matches |" in left
     )
     assert "$12.50 → $3.25 (saves $9.25/month)" in md
-    assert "r1\\|x<&é" in md  # a pipe in a run name does not break the table
+    assert "r1\\|x&lt;&amp;é" in md  # a pipe in a run name does not break the table
+    assert "- **r1\\|x&lt;&amp;é**: " in md  # nor is its < taken for a tag
+    assert "`s3://ml-artifacts/runs/r1\\|x<&é/checkpoint-1000/`" in md  # code: as it is
     section = md[md.index("## Actions") : md.index("## Kept")]
     action_rows = [
         line for line in section.splitlines() if line.startswith("| ") and "`s3://" in line

@@ -140,5 +140,5 @@ def test_by_run_counts_objects_in_every_format() -> None:
     assert re.search(r"r1\|x<&é +│ \[2\] +│ +2 │ +3 │", runs)  # 2 actions on 3 objects
     md = render(plan, "md")
     assert "| run | root | actions | objects | deleted | moved | kept artifacts |" in md
-    assert f"| r1\\|x<&é | {ROOT} | 2 | 3 |" in md
+    assert f"| r1\\|x&lt;&amp;é | {ROOT} | 2 | 3 |" in md
     assert '<th class="r">objects</th>' in render(plan, "html")
