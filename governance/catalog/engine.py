@@ -81,6 +81,7 @@ def make_engine(url: str) -> Engine:
         if url.startswith("sqlite"):
             db_path = sqlite_path(url)
             if db_path is not None:
+                _refuse_folder(db_path, url)
                 _make_folder(db_path, url)
             with warnings.catch_warnings():
                 # e.g. `?mode=ro` without `uri=true`, which the driver would ignore: a
@@ -247,6 +248,8 @@ def _require_existing(url: str) -> None:
         path = sqlite_path(url)
     except (SAArgumentError, ValueError):
         return  # make_engine reports the malformed URL
+    if path is not None:
+        _refuse_folder(path, url)
     if path is not None and not path.is_file():
         where = (
             ""
@@ -262,6 +265,15 @@ def _require_existing(url: str) -> None:
         )
     if path is not None and path.stat().st_size == 0:  # refused before a connection writes
         raise _empty_catalog(url)
+
+
+def _refuse_folder(path: Path, url: str) -> None:
+    """A SQLite URL naming a folder: say so (SQLite says only "unable to open")."""
+    if path.is_dir():
+        raise CatalogError(
+            f"catalog {safe_url(url)} is a folder, not a catalog file; name a file in it "
+            f"(sqlite:///{path / 'catalog.db'}) with --catalog or GOVERN_CATALOG_URL"
+        )
 
 
 def _empty_catalog(url: str) -> CatalogError:

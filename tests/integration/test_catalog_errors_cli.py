@@ -268,3 +268,12 @@ def test_a_missing_catalog_named_in_sqlite_uri_form_is_refused_too(tmp_path: Pat
     missing = tmp_path / "nope.db"
     _bad_input(_run(f"sqlite:///file:{missing}?uri=true", "plans"), "does not exist")
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("args", [*READ_ONLY[:3], ("scan", "--root", ".")])
+def test_a_catalog_url_naming_a_folder_says_so(tmp_path: Path, args: tuple[str, ...]) -> None:
+    folder = tmp_path / "catalogs"
+    folder.mkdir()
+    result = _run(f"sqlite:///{folder}", *args)
+    _bad_input(result, f"catalog sqlite:///{folder} is a folder", f"{folder}/catalog.db")
+    assert list(folder.iterdir()) == []
