@@ -60,19 +60,25 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GovernanceError as exc:
+            if exc.__cause__ is not None and _verbose(ctx):  # what it was made from
+                traceback.print_exception(exc, file=sys.stderr)
             report_error(exc)
             raise click.exceptions.Exit(exc.exit_code) from exc
         except Exception as exc:
             mapped = _catalog_error(ctx, exc)
             if mapped is None:
                 raise
-            if isinstance(ctx.obj, AppContext) and ctx.obj.settings.verbose:
+            if _verbose(ctx):
                 traceback.print_exception(exc, file=sys.stderr)
             report_error(mapped)
             raise click.exceptions.Exit(mapped.exit_code) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(130) from None
+
+
+def _verbose(ctx: click.Context) -> bool:
+    return isinstance(ctx.obj, AppContext) and bool(ctx.obj.settings.verbose)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -129,6 +129,18 @@ def test_verbose_shows_the_traceback_of_a_catalog_error(catalog: tuple[str, Path
     assert result.stderr.strip().splitlines()[-1].startswith("error: catalog")
 
 
+def test_verbose_shows_the_traceback_of_a_catalog_that_cannot_be_opened(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"not a database, " * 64)
+    result = CliRunner().invoke(cli, ["--catalog", f"sqlite:///{path}", "-v", "plans"])
+    assert result.exit_code == 2
+    assert "Traceback" in result.stderr
+    assert "file is not a database" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: catalog")
+    quiet = CliRunner().invoke(cli, ["--catalog", f"sqlite:///{path}", "plans"])
+    assert "Traceback" not in quiet.stderr
+
+
 def test_a_catalog_from_a_newer_govern_says_upgrade(catalog: tuple[str, Path]) -> None:
     url, path = catalog
     _sql(path, "UPDATE alembic_version SET version_num = '9999'")
