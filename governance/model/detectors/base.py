@@ -53,6 +53,41 @@ class Verdict(NamedTuple):
     reason: str
 
 
+class MetaJson(NamedTuple):
+    """A small JSON metadata file as `Context.load_json` found it.
+
+    `read`: its whole content, as listed, was seen (read through the metadata reader, or
+    empty by its listed size). False when it could not be read (no reader, the root out
+    of reach, over the size limit, a read that failed or gave another size than listed):
+    such a file says nothing about completeness. `data`: the parsed JSON (`_NOT_JSON`
+    when it does not parse, None when not read); `value()` gives None for both.
+    """
+
+    read: bool
+    data: Any
+    empty: bool = False
+
+    def problem(self, name: str) -> str | None:
+        """Why a file that was read is unusable (not a JSON object), or None: fine, or
+        not read (what was not read is not judged)."""
+        if not self.read or isinstance(self.data, dict):
+            return None
+        if self.empty:
+            return f"{name} is empty (a partial write)"
+        if self.data is _NOT_JSON:
+            return f"{name} is not valid JSON (cut short?)"
+        return f"{name} is not a JSON object"
+
+    def value(self) -> Any:
+        """The parsed JSON, or None (not read, or not valid JSON)."""
+        return None if self.data is _NOT_JSON else self.data
+
+
+_NOT_JSON: Any = object()
+"""`MetaJson.data` of a file that was read and does not parse."""
+UNREAD = MetaJson(False, None)
+
+
 @dataclass(slots=True)
 class Context:
     """What a detector may consult when it judges a unit: the other objects of the same
@@ -95,6 +130,24 @@ class Context:
             return json.loads(data)
         except (ValueError, UnicodeDecodeError):
             return None
+
+    def load_json(self, obj: CatalogObject | None) -> MetaJson:
+        """A JSON metadata object with whether it was read (see `MetaJson`): what
+        `read_json` gives, told apart from "could not be read". An empty object (by its
+        listed size) needs no read. Bytes of another length than the listing says (a
+        read cut at the size limit, a file rewritten since it was listed) count as not
+        read: they are not the file that was listed."""
+        if obj is None or obj.upload_id:
+            return UNREAD
+        if obj.size == 0:
+            return MetaJson(True, _NOT_JSON, empty=True)
+        data = self.read(obj)
+        if data is None or len(data) != obj.size:
+            return UNREAD
+        try:
+            return MetaJson(True, json.loads(data))
+        except (ValueError, UnicodeDecodeError):
+            return MetaJson(True, _NOT_JSON)
 
     def read_text(self, obj: CatalogObject | None) -> str | None:
         """Stripped text of a small object (`latest`, tracker files), or None."""

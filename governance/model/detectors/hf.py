@@ -1,8 +1,11 @@
 """Hugging Face Trainer checkpoints: `<output_dir>/checkpoint-<N>/`.
 
 Complete when `trainer_state.json`, `config.json` (`adapter_config.json` for PEFT) and the
-weights are there, with every shard named by the index's `weight_map` present. Optimizer,
-scheduler, RNG and scaler state are separate files, so the checkpoint can be stripped.
+weights are there, with every shard named by the index's `weight_map` present. A
+`trainer_state.json` or index that was read and is not a JSON object (empty, cut short)
+makes it incomplete; one that could not be read is not judged (see `Context.load_json`).
+Optimizer, scheduler, RNG and scaler state are separate files, so the checkpoint can be
+stripped.
 A Trainer run under DeepSpeed or FSDP nests its state (`global_step<N>/`,
 `pytorch_model_fsdp_0/`, `optimizer_0/`) inside the same directory: it is one unit.
 
@@ -81,12 +84,18 @@ def weights_verdict(names: set[str], members: dict[str, CatalogObject], ctx: Con
     """Whether the weights in one folder are whole: a single file, or every indexed shard.
 
     The index's `weight_map` is read through `read_meta`; when it cannot be read the
-    expected shards come from the `-0000k-of-0000n` names themselves.
+    expected shards come from the `-0000k-of-0000n` names themselves. An index that was
+    read and is not a JSON object (empty, cut short) makes the weights incomplete: no
+    loader can use them through it.
     """
     for index_name in INDEX_NAMES:
         if index_name not in names:
             continue
-        data = ctx.read_json(members[index_name])
+        loaded = ctx.load_json(members[index_name])
+        broken = loaded.problem(index_name)
+        if broken is not None:
+            return Verdict(False, broken)
+        data = loaded.data
         wanted: set[str] = set()
         if isinstance(data, dict) and isinstance(data.get("weight_map"), dict):
             wanted = {str(v) for v in data["weight_map"].values()}
@@ -168,13 +177,20 @@ class HFDetector(Detector):
         fsdp = not peft and config not in names and bool(dcp_weight_dirs(names))
         wanted = ("trainer_state.json",) if fsdp else ("trainer_state.json", config)
         problems = [f"{n} missing" for n in wanted if n not in names]
+        # Read once, for metrics and for completeness: a state that was read and is not a
+        # JSON object (empty, cut short) cannot be resumed from. One that could not be
+        # read (no reader, root out of reach, too big) is not judged.
+        loaded = ctx.load_json(by_name.get("trainer_state.json"))
+        broken = loaded.problem("trainer_state.json")
+        if broken is not None:
+            problems.append(broken)
         if not weights.complete:
             problems.append(weights.reason)
         if problems:
             verdict = Verdict(False, "; ".join(problems))
         else:
             verdict = Verdict(True, f"{', '.join(wanted)}, {weights.reason}")
-        state = ctx.read_json(by_name.get("trainer_state.json"))
+        state = loaded.value()
         zero3 = is_zero3(names)
         notes = ["peft adapter"] if peft else []
         if zero3:

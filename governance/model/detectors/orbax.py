@@ -9,7 +9,7 @@ complete when `_CHECKPOINT_METADATA` is in it, or (older Orbax, which did not wr
 each of its items has its `_METADATA`. On an object store it is complete when
 `commit_success.txt` is in it, or its `_CHECKPOINT_METADATA` has `commit_timestamp_nsecs`
 (read through the metadata reader; unread, it is taken as committed, as DeepSpeed takes an
-unread `latest`). Tmp folders are residue (see `residue.py`). Items whose name says
+unread `latest`; read and not a JSON object, empty or cut short, it is not committed). Tmp folders are residue (see `residue.py`). Items whose name says
 optimizer (`opt_state/`) can be stripped.
 """
 
@@ -137,9 +137,13 @@ def _object_store_verdict(unit: str, names: set[str], ctx: Context) -> Verdict:
     if COMMIT_FILES[0] not in names:
         return Verdict(False, "no _CHECKPOINT_METADATA or commit_success.txt (not committed)")
     meta = ctx.lookup(unit + COMMIT_FILES[0])
-    data = ctx.read_json(meta)
-    if data is None:
+    loaded = ctx.load_json(meta)
+    if not loaded.read:
         return Verdict(True, f"{COMMIT_FILES[0]} present (unread)")
+    broken = loaded.problem(COMMIT_FILES[0])
+    if broken is not None:  # read, and not a JSON object: no commit time in it
+        return Verdict(False, f"{broken} and no commit_success.txt (not committed)")
+    data = loaded.data
     if isinstance(data, dict) and data.get("commit_timestamp_nsecs"):
         return Verdict(True, f"{COMMIT_FILES[0]} has commit_timestamp_nsecs")
     return Verdict(
