@@ -129,6 +129,8 @@ def scan(
             click.echo(f"note: scan {s.scan_id} of {s.root}: {s.error}", err=True)
         if s.links and not app.settings.quiet:
             click.echo(f"note: {links_note(s)}", err=True)
+        if s.unreadable_names and not app.settings.quiet:
+            click.echo(f"note: {unreadable_names_note(s)}", err=True)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
 
@@ -152,6 +154,19 @@ def links_note(s: ScanSummary) -> str:
     else:
         what = "they point" if inside == s.links else f"the {inside:,} inside the root point"
     return f"{met}; plans keep what {what} at"
+
+
+def unreadable_names_note(s: ScanSummary) -> str:
+    """What a scan says of the files and folders it passed over because their names are not
+    valid UTF-8: "file:///data/: 2 files or folders not listed: their names are not valid
+    UTF-8 (such a folder is not entered; rename them to have them scanned)"."""
+    n = s.unreadable_names or 0
+    what = counted(n, "file or folder", "files or folders")
+    names, them = ("its name is", "it") if n == 1 else ("their names are", "them")
+    return (
+        f"{s.root}: {what} not listed: {names} not valid UTF-8 "
+        f"(such a folder is not entered; rename {them} to have {them} scanned)"
+    )
 
 
 def _refuse_overlaps(urls: list[str]) -> None:
@@ -191,8 +206,10 @@ def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
     else:  # as `govern plans` does when narrow: a gap of one instead of rules and padding
         table = Table(title="scan", box=None, pad_edge=False, padding=(0, 1, 0, 0))
     links = any(s.links for s in summaries)  # a column only where a root had any
+    unreadable = any(s.unreadable_names for s in summaries)  # (names not UTF-8)
+    extra = (("links",) if links else ()) + (("non-UTF-8",) if unreadable else ())
     table.add_column("root", overflow="fold")
-    for col in ("objects", "bytes", "new", "changed", "gone", *(("links",) if links else ())):
+    for col in ("objects", "bytes", "new", "changed", "gone", *extra):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("seconds", justify="right", no_wrap=True)
     for s in summaries:
@@ -204,6 +221,12 @@ def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
             f"{s.changed:,}",
             f"{s.gone:,}",
             *((f"{s.links:,}" if s.links is not None else "-",) if links else ()),
+            *((_count_or_dash(s.unreadable_names),) if unreadable else ()),
             f"{s.seconds:.2f}",
         )
     return table
+
+
+def _count_or_dash(n: int | None) -> str:
+    """A count for the table; "-" for a root that cannot have one (S3)."""
+    return f"{n:,}" if n is not None else "-"

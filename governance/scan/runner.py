@@ -4,7 +4,8 @@ The listing goes into a staging table in batches; only when it is complete is it
 into `objects` in one transaction. A scan that fails or is interrupted therefore marks
 nothing gone and leaves the last complete state as it was. The same transaction replaces
 the root's symbolic links that point inside it (`catalog.links`; local disk: the listing
-lists no link, but plans keep what one points at).
+lists no link, but plans keep what one points at). A local listing also counts the files
+and folders it passed over because their names are not valid UTF-8 (`unreadable_names`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class ScanSummary:
     # links to meet (S3, other fsspec filesystems), and the JSON leaves both out
     links: int | None = None
     links_inside: int | None = None
+    # files and folders not listed (folders not entered) as their names are not valid
+    # UTF-8; None, and left out of the JSON, where `links` is
+    unreadable_names: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -70,6 +74,7 @@ class ScanSummary:
         if self.links is not None:  # a store with links to meet (local disk)
             out["links"] = self.links
             out["links_inside"] = self.links_inside
+            out["unreadable_names"] = self.unreadable_names
         return out
 
 
@@ -223,6 +228,7 @@ def _scan_rows(
         error=note,
         links=found.count if found is not None else None,
         links_inside=len(inside) if found is not None else None,
+        unreadable_names=found.unreadable_names if found is not None else None,
     )
 
 

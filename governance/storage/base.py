@@ -178,22 +178,28 @@ AnyRow = ListingRow | CompactRow
 
 @dataclass(slots=True)
 class Symlinks:
-    """The symbolic links a local listing met and passed over (a scan lists none of them).
+    """The symbolic links a local listing met and passed over (a scan lists none of them),
+    and the files and folders it passed over because their names are not valid UTF-8.
 
     `count` counts every link under the root outside the excluded prefixes (dangling ones,
     loops and links that lead out of the root included); `inside` holds, for those that
     resolve (`os.path.realpath`, through chains) to a file or folder inside the root,
     (link key, target key): keys relative to the root, a folder's ending in '/', the
-    root itself as ''. Filled as the walk goes; whole once its rows are consumed.
+    root itself as ''. `unreadable_names` counts the regular files and folders outside the
+    excluded prefixes whose names are not valid UTF-8 (a legacy Latin-1 name): neither
+    listed nor, for a folder, entered, so what such a folder holds is not counted. Filled
+    as the walk goes; whole once its rows are consumed.
     """
 
     count: int = 0
     inside: list[tuple[str, str]] = field(default_factory=list)
+    unreadable_names: int = 0
 
 
 def listing_symlinks(rows: object) -> Symlinks | None:
-    """The links met by a listing (`rows`, as a store returned it), once it has been
-    consumed; None for a store that has no symbolic links to meet (S3, fsspec)."""
+    """The links (and names that are not UTF-8) met by a listing (`rows`, as a store
+    returned it), once it has been consumed; None for a store that has no symbolic links
+    to meet (S3, fsspec)."""
     found = getattr(rows, "symlinks", None)
     return found if isinstance(found, Symlinks) else None
 

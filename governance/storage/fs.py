@@ -6,7 +6,9 @@ plain scandir), in a child process when the scanner asks; every other protocol s
 through `fs.walk`, one directory per listing call.
 Symbolic links are neither followed nor listed: following them could count (and delete)
 the same bytes twice, or escape the root. The scanner's listing of local disk reports the
-links it met (`base.Symlinks`), so that plans can leave their targets alone.
+links it met (`base.Symlinks`), so that plans can leave their targets alone. Files and
+folders whose names are not valid UTF-8 are passed over too, in every local listing (a
+folder's, as apply makes, included): no key can hold such a name, so nothing acts on them.
 """
 
 from __future__ import annotations
@@ -160,8 +162,8 @@ class FsspecStore:
     def links_in(self, folder: str) -> builtins.list[tuple[str, str]]:
         """The symbolic links right in `folder` (a key ending in '/', '' the root) that
         point inside the root, as a scan notes them (`local_walk.note_link`): (link key,
-        target key). Local disk only (elsewhere, and for a folder gone: none); one
-        directory read, no walk."""
+        target key; a link whose name is not valid UTF-8 under its escaped name). Local
+        disk only (elsewhere, and for a folder gone: none); one directory read, no walk."""
         if not self._local:
             return []
         symlinks = Symlinks()

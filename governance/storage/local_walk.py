@@ -14,6 +14,13 @@ Symbolic links are neither followed nor listed; a walk asked to (`Symlinks`) cou
 and notes those that resolve inside the root, with their targets, which the scanner keeps
 so that plans leave what a link points at alone. The child sends them after the last
 batch of rows, so the rows' path is the same with links or without.
+
+A file or folder whose name is not valid UTF-8 (a legacy Latin-1 name: Python hands it
+over with surrogate escapes, which no catalog can store) is passed over the same way:
+neither listed nor entered, and counted (`Symlinks.unreadable_names`). Only a name that is
+not ASCII is encoded to find out, so the common case costs one `isascii()` per entry. A
+link with such a name is a link: counted as one, and noted under its name with the bad
+bytes escaped (`\\xe9`), so that what it points at is still kept.
 """
 
 from __future__ import annotations
@@ -55,7 +62,9 @@ def walk_tree(
     naming `url`; a file or directory removed while the walk runs is skipped. Symbolic
     links are not yielded; with `symlinks` given, each one met outside the excluded
     prefixes is counted there, and noted with its target when that lies inside the root
-    (`note_link`): work for links only, none per file.
+    (`note_link`): work for links only, none per file. Nor are files whose names are not
+    valid UTF-8, nor folders so named entered: with `symlinks` given, they are counted
+    there too (`pass_over`).
     """
     real_root = os.path.realpath(base) if symlinks is not None else ""
     stack = [("", base)]
@@ -76,33 +85,79 @@ def walk_tree(
             raise AccessDeniedError(url, f"cannot read {rel or '.'} ({exc})") from exc
         with entries:
             for entry in entries:
+                name = entry.name
+                if not name.isascii() and not readable_name(name):
+                    if symlinks is not None:
+                        pass_over(entry, rel + name, relevant, symlinks, real_root)
+                    continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        sub = rel + entry.name + "/"
+                        sub = rel + name + "/"
                         if not (relevant and sub.startswith(relevant)):
                             stack.append((sub, entry.path + "/"))
                         continue
                     if not entry.is_file(follow_symlinks=False):
                         if symlinks is not None and entry.is_symlink():
-                            key = rel + entry.name
+                            key = rel + name
                             if not (relevant and key.startswith(relevant)):
                                 note_link(symlinks, key, entry.path, real_root)
                         continue  # symlinks, sockets, fifos
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed between readdir and stat
-                key = rel + entry.name
+                key = rel + name
                 if relevant and key.startswith(relevant):
                     continue
                 ns = st.st_mtime_ns
                 yield (key, st.st_size, f"mtime:{ns}", ns // 1000)
 
 
+def readable_name(name: str) -> bool:
+    """Whether a name read from the filesystem is valid UTF-8, so that a key holding it
+    can be stored and shown (a name that is not comes with surrogate escapes, which
+    encoding refuses). The walk asks only for names that are not ASCII."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_key(key: str) -> str:
+    """`key` with the bytes of any name that is not valid UTF-8 written as `\\xe9`
+    escapes: a string the catalog can hold and a message can show."""
+    return os.fsencode(key).decode("utf-8", "backslashreplace")
+
+
+def pass_over(
+    entry: os.DirEntry[str], key: str, relevant: tuple[str, ...], symlinks: Symlinks, real_root: str
+) -> None:
+    """Account for an entry whose name is not valid UTF-8 (`key` under the root, surrogate
+    escapes and all) unless it lies under an excluded prefix (`relevant`): a file or a
+    folder (which is not entered) is counted in `unreadable_names`; a link is a link
+    (`note_link`); anything else (a socket, a FIFO) is skipped as under any name."""
+    try:
+        if entry.is_symlink():
+            if not (relevant and key.startswith(relevant)):
+                note_link(symlinks, key, entry.path, real_root)
+            return
+        if entry.is_dir(follow_symlinks=False):
+            key += "/"
+        elif not entry.is_file(follow_symlinks=False):
+            return  # a socket, a FIFO, a device
+    except FileNotFoundError:
+        return  # removed since the readdir
+    if not (relevant and key.startswith(relevant)):
+        symlinks.unreadable_names += 1
+
+
 def note_link(symlinks: Symlinks, key: str, path: str, real_root: str) -> None:
     """Count the link at `path` (`key` under the root) and, when it resolves (through any
     chain of links) to a file or folder inside the root (`real_root`, resolved), note
     (key, target key), a folder's ending in '/' and the root itself ''. A dangling link,
-    a loop or a target that cannot be reached is counted and nothing more."""
+    a loop or a target that cannot be reached is counted and nothing more; so is one
+    whose target's path under the root is not valid UTF-8 (a target no scan lists). A
+    link whose own name is not valid UTF-8 is noted under `shown_key(key)`."""
     symlinks.count += 1
     try:
         target = os.path.realpath(path, strict=True)
@@ -116,6 +171,10 @@ def note_link(symlinks: Symlinks, key: str, path: str, real_root: str) -> None:
     if not target.startswith(prefix):
         return  # outside the root: nothing of the root's to keep
     relative = target[len(prefix) :].replace(os.sep, "/")
+    if not relative.isascii() and not readable_name(relative):
+        return  # a target whose name is not UTF-8: not listed, nothing to keep
+    if not key.isascii() and not readable_name(key):
+        key = shown_key(key)
     symlinks.inside.append((key, relative + "/" if folder else relative))
 
 
@@ -200,8 +259,9 @@ class WalkProcess:
             if isinstance(message, tuple):  # (error class name, message without the URL)
                 name, detail = message
                 raise _ERRORS.get(name, StorageError)(self.url, detail)
-            if isinstance(message, dict):  # links met, after the last rows
+            if isinstance(message, dict):  # links and unreadable names, after the rows
                 self.symlinks.count += message["count"]
+                self.symlinks.unreadable_names += message["unreadable_names"]
                 self.symlinks.inside += message["inside"]
                 continue
             yield from message
@@ -237,9 +297,9 @@ def _send(out: IO[bytes], message: Message) -> None:
 
 def serve(base: str, url: str, excludes: tuple[str, ...], out: IO[bytes]) -> None:
     """The child's side: walk and write framed marshal messages (row batches; then, when
-    the walk met links, `{"count": n, "inside": [(link, target), ...]}` in one or
-    more messages, `count` given in the first; then None; or an error as (class name,
-    message))."""
+    the walk met links or names that are not UTF-8, `{"count": n, "unreadable_names": m,
+    "inside": [(link, target), ...]}` in one or more messages, the counts given in the
+    first; then None; or an error as (class name, message))."""
     from governance.storage.errors import translate
 
     batch: list[CompactRow] = []
@@ -252,11 +312,12 @@ def serve(base: str, url: str, excludes: tuple[str, ...], out: IO[bytes]) -> Non
                 batch = []
         if batch:
             _send(out, batch)
-        if links.count:
-            inside, count = links.inside, links.count
+        if links.count or links.unreadable_names:
+            inside, count, unreadable = links.inside, links.count, links.unreadable_names
             for start in range(0, max(len(inside), 1), LINK_BATCH):
-                _send(out, {"count": count, "inside": inside[start : start + LINK_BATCH]})
-                count = 0
+                part = inside[start : start + LINK_BATCH]
+                _send(out, {"count": count, "unreadable_names": unreadable, "inside": part})
+                count = unreadable = 0
         _send(out, None)
     except Exception as exc:
         error = exc if isinstance(exc, StorageError) else translate(url, exc)
