@@ -157,7 +157,9 @@ def translate(root: str, exc: BaseException) -> StorageError:
         found = _from_one(root, link)
         if found is not None:
             return found
-    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+    if isinstance(exc, NotADirectoryError):  # a file where a folder of the path should be
+        return NoSuchRootError(root, f"a file is in the way of a folder ({exc})")
+    if isinstance(exc, FileNotFoundError):
         return NoSuchRootError(root, f"does not exist ({exc})")
     if isinstance(exc, PermissionError):
         return AccessDeniedError(root, f"access denied ({exc})")

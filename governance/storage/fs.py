@@ -399,11 +399,25 @@ class FsspecStore:
                     dest.put_stream(dest_key, stream, storage_class=storage_class)
             else:
                 return KeyResult(key, False, error=f"cannot write to {dest.url}")
-        except FileNotFoundError:
-            return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
         except Exception as exc:
+            if self._blames(dest, exc):  # (the destination's folder cannot be made, ...)
+                return KeyResult(key, False, error=str(translate(dest.url, exc)))
+            if isinstance(exc, FileNotFoundError):
+                return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
             return KeyResult(key, False, error=str(translate(self.url, exc)))
         return KeyResult(key, True)
+
+    def _blames(self, dest: Store, exc: Exception) -> bool:
+        """Whether a failed local copy failed at `dest` (the path the error names lies
+        under its folder, deeper than under this root's), so its message names `dest`: a
+        file in the way of the quarantine folder is not a missing root."""
+        if not (self._local and isinstance(dest, FsspecStore) and dest._local):
+            return False
+        named = getattr(exc, "filename", None)
+        if not isinstance(named, str):
+            return False
+        mine, theirs = named.startswith(self._base), named.startswith(dest._base)
+        return theirs and (not mine or len(dest._base) > len(self._base))
 
     def _same_filesystem(self, other: FsspecStore) -> bool:
         if type(self._fs) is not type(other._fs):

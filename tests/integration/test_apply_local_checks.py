@@ -203,3 +203,22 @@ def test_a_file_back_in_a_folder_after_the_plan_makes_its_delete_stale(tmp_path:
     assert result["outcome"] == "skipped"
     assert "unplanned object runs/a/checkpoint-1000/scaler.pt" in str(result["reason"])
     assert (ckpt / "model.safetensors").exists()
+
+
+def test_a_file_in_the_way_of_the_quarantine_is_named_not_the_root(tmp_path: Path) -> None:
+    """The quarantine folder beside the root cannot be made: the failure names it and
+    says what is wrong, and nothing is removed (the root was there all along)."""
+    setup, storage = build(tmp_path)
+    blocker = storage.parent / ".govern-quarantine"
+    blocker.write_text("a file where the quarantine folder goes")
+    before = snapshot(storage)
+    doc = setup.plan()
+
+    report = json.loads(setup.apply(doc["plan_id"], code=1).stdout)
+
+    failed = [r for r in report["results"] if r["outcome"] == "failed"]
+    assert failed
+    for r in failed:
+        assert f"{blocker.as_uri()}/: a file is in the way of a folder" in r["reason"]
+        assert f"{storage.as_uri()}/: does not exist" not in r["reason"]
+    assert snapshot(storage) == before
