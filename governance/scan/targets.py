@@ -63,9 +63,15 @@ def excluded_prefixes(
     root_url: str, policy: Policy | None, used: Iterable[str] = ()
 ) -> tuple[str, ...]:
     """Key prefixes under the root that are never scanned or planned: the policy's
-    quarantine location, and every one in `used` (the quarantines applies have used,
-    `catalog.queries.quarantines`: an earlier `quarantine_url` keeps its copies)."""
-    return prefixes_under(root_url, [quarantine_url(root_url, policy), *used])
+    quarantine location, every one in `used` (the quarantines applies have used,
+    `catalog.queries.quarantines`: an earlier `quarantine_url` keeps its copies), and a
+    folder of the default quarantine's name at the root's top (`.govern-quarantine/`):
+    where applies this catalog never saw put their copies (a local root's parent, once
+    governed itself, holds its children's default quarantine there; a lost catalog)."""
+    from governance.policy.models import QUARANTINE_DIR
+
+    urls = [quarantine_url(root_url, policy), *used, root_url + QUARANTINE_DIR]
+    return prefixes_under(root_url, urls)
 
 
 def prefixes_under(root_url: str, urls: Iterable[str]) -> tuple[str, ...]:

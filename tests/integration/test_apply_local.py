@@ -548,3 +548,35 @@ def test_the_json_report_of_a_large_apply_streams_every_result(
     assert [r["action_id"] for r in applied["results"]] == [a["id"] for a in doc["actions"]]
     lines = [line for line in result.stdout.splitlines() if line.startswith('    {"action_id"')]
     assert len(lines) == len(doc["actions"]) > 1
+
+
+def test_a_default_quarantine_at_the_top_of_a_root_is_never_scanned_or_planned(
+    tmp_path: Path,
+) -> None:
+    """A local root's default quarantine sits beside it; once its parent is governed (or
+    the catalog that made the copies is lost), the copies sit at the top of a root that
+    no catalog knows as a quarantine: by its name, they are still not the root's data."""
+    setup, storage = build(tmp_path)
+    first = setup.plan()
+    setup.apply(first["plan_id"])
+    quarantine = tmp_path / ".govern-quarantine"
+    copies = sorted(p for p in quarantine.rglob("*") if p.is_file())
+    assert copies
+    parent = tmp_path / "parent.yaml"
+    parent.write_text(policy_text(str(tmp_path)))
+    fresh = Setup(f"sqlite:///{tmp_path / 'fresh.db'}", parent)
+
+    scanned = govern(fresh.catalog, "scan", "--policy", str(parent), "--format", "json")
+
+    assert scanned.exit_code == 0, scanned.stderr
+    shown = govern(fresh.catalog, "ls", "objects", "--format", "json")
+    rows = json.loads(shown.stdout)
+    uris = [r["uri"] for r in (rows["objects"] if isinstance(rows, dict) else rows)]
+    assert any(u.startswith(storage.as_uri() + "/runs/") for u in uris)  # the data is listed
+    assert not [u for u in uris if "/.govern-quarantine/" in u]
+    doc = fresh.plan("--no-scan", as_of="2099-01-01T00:00:00Z")  # everything is old
+    touched = [a["artifact"]["uri"] for a in doc["actions"]] + [
+        k["artifact"]["uri"] for k in doc["kept"]
+    ]
+    assert not [u for u in touched if "/.govern-quarantine/" in u], touched
+    assert sorted(p for p in quarantine.rglob("*") if p.is_file()) == copies
