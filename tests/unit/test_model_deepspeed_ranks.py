@@ -1,38 +1,19 @@
 """DeepSpeed tag completeness from the ranks the file names prove (see the DeepSpeed
 detector's docstring): model-parallel ranks without gaps, ZeRO-3 model states with their
-optimizer partitions (for tags with any name), and tags nested in a Trainer checkpoint.
-What names cannot prove, the world size, leaves a tag missing only its highest ranks
+optimizer partitions (for tags with any name). What names cannot prove, the world size, leaves a tag missing only its highest ranks
 complete."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from governance.model.classify import classify
 from governance.model.detectors.deepspeed import ranks_verdict
-from governance.model.types import Artifact, ClassifyOptions, Group, Kind
+from governance.model.types import Kind
 from tests.fixtures import builders as b
 from tests.unit.plan_factories import AS_OF, kept_for, make_plan, policy
+from tests.unit.test_model_layout_fixes import KEEP_LAST_1, arts, groups
 
 DAY = timedelta(days=1)
-LATE = b.T0 + timedelta(days=30)  # far outside the 3-day grace of the builders' writes
-
-KEEP_LAST_1 = """
-protect: {min_age: 1d}
-rules:
-  - name: checkpoints
-    select: {kind: checkpoint}
-    tiers: [{name: recent, keep_last: 1}]
-    otherwise: delete
-"""
-
-
-def groups(tree: b.MemoryTree, as_of=LATE) -> list[Group]:
-    return list(classify(tree.objects, ClassifyOptions(as_of=as_of), tree.read_meta))
-
-
-def arts(tree: b.MemoryTree, as_of=LATE) -> dict[str, Artifact]:
-    return {a.key: a for g in groups(tree, as_of) for a in g.artifacts}
 
 
 def _z3_names(dp: int, *, optim: bool = True) -> list[str]:

@@ -19,9 +19,9 @@ import pytest
 from governance.cli import scan_cmd
 from governance.scan.runner import ScanSummary
 from governance.storage import local_walk, open_store
-from governance.storage.base import Symlinks, listing_symlinks
+from governance.storage.base import listing_symlinks
 from governance.storage.fs import FsspecStore
-from governance.storage.local_walk import WalkProcess, walk_tree
+from tests.unit.test_storage_symlinks import walk_beside, walk_here
 
 
 def put(root: Path, key: bytes, data: bytes = b"x") -> None:
@@ -49,21 +49,6 @@ def tree(tmp_path: Path) -> Path:
 
 
 LISTED = {"runs/a/model.bin", "runs/a/café-ü-日本.txt"}
-
-
-def walk_here(root: Path, excludes: tuple[str, ...] = ()) -> tuple[set[str], Symlinks]:
-    found = Symlinks()
-    keys = {row[0] for row in walk_tree(f"{root}/", f"file://{root}/", excludes, found)}
-    return keys, found
-
-
-def walk_beside(root: Path, excludes: tuple[str, ...] = ()) -> tuple[set[str], Symlinks]:
-    walker = WalkProcess(f"{root}/", f"file://{root}/", excludes)
-    try:
-        keys = {row[0] for row in walker}
-    finally:
-        walker.close()
-    return keys, walker.symlinks
 
 
 def test_readable_name() -> None:
