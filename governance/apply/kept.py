@@ -27,14 +27,17 @@ from governance.catalog.removals import held_then
 from governance.catalog.tables import Root, StoredObject, datetime_from_us
 from governance.model.types import CatalogObject
 from governance.plan.types import ActionType, PlannedAction
+from governance.storage.base import epoch_micros
 
 _OBJECTS = StoredObject.__table__  # type: ignore[attr-defined]
 _O = _OBJECTS.c
 _R = Root.__table__.c  # type: ignore[attr-defined]
 
 KeptFile = tuple[CatalogObject, bool]
-"""One file a strip keeps, as the plan's scan saw it; and whether the catalog saw it
-change after that scan (a later scan rewrote its row: it is not as the plan saw it)."""
+"""One file a strip keeps, as the catalog has it; and whether a scan after the plan's
+found it written again after the plan was made (its row rewritten, its time later: it is
+not what the plan saw; a row rewritten for a class change alone, as S3 lifecycle makes,
+keeps its time and is compared as it is now)."""
 
 HeldAtPlan = Callable[[Sequence[tuple[str, str]]], dict[tuple[str, str], list[KeptFile]]]
 """(root URL, folder) pairs -> the objects the catalog held under each folder (root-relative,
@@ -106,9 +109,12 @@ def held_at_plan(
                 continue
             scan = scans.get(root)
             held = [_O.root_id == root_id, _O.upload_id == ""]
+            written = func.coalesce(_O.content_modified_us, _O.last_modified)
             if scan is not None:
                 held += held_then(_OBJECTS, root_id, scan, made_at)
                 changed = _O.changed_scan_id > scan
+                if made_at is not None:  # and written since: a class change keeps the time
+                    changed = and_(changed, written > epoch_micros(made_at))
             else:
                 held.append(_O.gone_scan_id.is_(None))
                 changed = None
@@ -117,7 +123,7 @@ def held_at_plan(
                 select(
                     _O.key,
                     _O.size,
-                    func.coalesce(_O.content_modified_us, _O.last_modified),
+                    written,
                     _O.etag,
                     _O.storage_class,
                     _O.version_id,

@@ -124,3 +124,59 @@ def test_a_strip_whose_weights_vanished_is_stale_on_each_catalog(
     [result] = [r for r in report["results"] if r["artifact_uri"] == stripped[0]]
     assert result["outcome"] == "skipped"
     assert f"{folder}model.safetensors, which the strip keeps, vanished" in result["reason"]
+
+
+def _later_scan_rewrote(catalog: str, storage: Path, key: str, written_us: int | None) -> None:
+    """What a complete scan after the plan's writes when it lists `key` anew: its row
+    rewritten (`changed_scan_id`), with the time it lists (`written_us`; None: as it was,
+    as a storage-class change by S3 lifecycle keeps it) and a new class."""
+    from sqlalchemy import text
+
+    from governance.catalog.engine import open_engine
+    from governance.catalog.roots import find_root, finish_scan, start_scan
+
+    engine = open_engine(catalog)
+    try:
+        root = find_root(engine, storage.as_uri() + "/")
+        assert root is not None
+        assert root.id is not None
+        scan = start_scan(engine, root.id, "test")
+        finish_scan(engine, scan, status="complete")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE objects SET changed_scan_id = :scan, storage_class = 'STANDARD_IA', "
+                    "last_modified = coalesce(:lm, last_modified) WHERE root_id = :root AND key = :key"
+                ),
+                {"scan": scan, "lm": written_us, "root": root.id, "key": key},
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_strip_goes_on_when_a_later_scan_saw_only_its_weights_class_change(
+    catalog_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A scan between the plan and the apply that rewrote a kept file's row for a class
+    change alone (its time kept) leaves the strip as it was; one that found the file
+    written after the plan makes it stale."""
+    from datetime import UTC, datetime, timedelta
+
+    local, storage = build(tmp_path)
+    setup = Setup(catalog_url, local.policy)
+    base = storage.as_uri() + "/"
+    doc = setup.plan()
+    stripped = sorted(a["artifact"]["uri"] for a in doc["actions"] if a["action"] == "strip")
+    assert len(stripped) == 2
+    classed, rewritten = (uri[len(base) :] + "model.safetensors" for uri in stripped)
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    _later_scan_rewrote(catalog_url, storage, classed, None)
+    _later_scan_rewrote(catalog_url, storage, rewritten, int(later.timestamp() * 1_000_000))
+
+    report = json.loads(setup.apply(doc["plan_id"], code=3).stdout)
+
+    by_uri = {r["artifact_uri"]: r for r in report["results"]}
+    assert by_uri[stripped[0]]["outcome"] == "ok", by_uri[stripped[0]]["reason"]
+    assert by_uri[stripped[1]]["outcome"] == "skipped"
+    assert f"{rewritten}, which the strip keeps, was written again" in by_uri[stripped[1]]["reason"]
