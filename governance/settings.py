@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,7 @@ def env_float(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise ArgumentError(
             f"{name}={raw!r}: not a positive number; give one, or unset it for the "
             f"default ({default})"

@@ -28,8 +28,10 @@ def _cell(value: object) -> str:
     if "<" not in text and ">" not in text and "&" not in text:
         return text
     parts = text.split("`")
-    for i in range(0, len(parts), 2):  # outside code spans (an odd count: the last is text)
+    for i in range(0, len(parts), 2):  # outside code spans
         parts[i] = escape(parts[i], quote=False)
+    if len(parts) % 2 == 0:  # an unmatched backtick opens no span: what follows is text
+        parts[-1] = escape(parts[-1], quote=False)
     return "`".join(parts)
 
 

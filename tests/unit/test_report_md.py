@@ -115,3 +115,10 @@ def test_out_suffixes_pick_a_format() -> None:
     assert format_for_path(Path("x.csv")) == "csv"
     with pytest.raises(ArgumentError, match=r"--out x\.txt"):
         format_for_path(Path("x.txt"))
+
+
+def test_an_unmatched_backtick_opens_no_code_span_for_markup() -> None:
+    from governance.report.markdown import _cell
+
+    assert _cell("a`<img src=x onerror=alert(1)>") == "a`&lt;img src=x onerror=alert(1)&gt;"
+    assert _cell("`<kept>` and <escaped>") == "`<kept>` and &lt;escaped&gt;"

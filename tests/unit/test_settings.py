@@ -61,3 +61,14 @@ def test_the_cli_says_which_variable_is_wrong_and_exits_2(monkeypatch: pytest.Mo
     assert result.exit_code == 2
     assert "GOVERN_CONCURRENCY='abc'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("raw", ["inf", "nan", "0", "-1", "x"])
+def test_a_switch_interval_must_be_a_finite_positive_number(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    from governance.settings import env_float
+
+    monkeypatch.setenv("GOVERN_SWITCH_INTERVAL", raw)
+    with pytest.raises(ArgumentError, match="GOVERN_SWITCH_INTERVAL"):
+        env_float("GOVERN_SWITCH_INTERVAL", 0.0005)
