@@ -34,7 +34,7 @@ from governance.apply.actions import (
     StartedBatch,
     outcome_for_check,
 )
-from governance.apply.kept import KeptFile, held_at_plan
+from governance.apply.kept import KeptFile, after_strips, held_at_plan
 from governance.apply.links import LinksRead
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
@@ -294,6 +294,9 @@ class CheckPipeline:
 
     def _prepare(self, chunk: list[PlannedAction]) -> Batch:
         pending = _pending(self._engine, self._plan_id, chunk)
+        ids, uris = after_strips(chunk)  # done before: an archive of what a strip keeps
+        done = journal.pending_removals(self._engine, self._plan_id, ids) if ids else {}
+        moved = {(r["root_url"], key) for (_, key), r in done.items() if r["artifact_uri"] in uris}
         restored: set[tuple[str, str]] = set()
         if self._made_at is not None:
             removing = [
@@ -311,6 +314,7 @@ class CheckPipeline:
             known=self._known,
             held=self._held,
             links_read=self._links_read,
+            moved=moved,
         )
         return chunk, pending, checks
 

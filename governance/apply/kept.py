@@ -53,6 +53,7 @@ def kept_files(
     actions: Sequence[PlannedAction],
     held: HeldAtPlan | None,
     started: Collection[int] = (),
+    moved: Collection[tuple[str, str]] = (),
 ) -> dict[int, list[KeptFile]]:
     """action id -> the files each strip of `actions` keeps (none without `held`).
 
@@ -60,7 +61,8 @@ def kept_files(
     then, and what it removed must be finished and journaled, not called stale), and the
     files the plan's other actions on the same artifact act on (the archive of what the
     strip keeps moves or copies them: their own checks cover them). Apply's batches never
-    separate the actions of one artifact, so those are among `actions`."""
+    separate the actions of one artifact, so those are among `actions`, or done by an
+    earlier apply: `moved` holds (root URL, key) of what those removed."""
     strips = [a for a in actions if keeps_part(a) and a.id not in started]
     if not strips or held is None:
         return {}
@@ -76,7 +78,12 @@ def kept_files(
     out: dict[int, list[KeptFile]] = {}
     for a in strips:
         named = acted[a.artifact.uri]
-        kept = [f for f in under.get(where[a.id], ()) if f[0].key not in named]
+        root = a.artifact.root_url
+        kept = [
+            f
+            for f in under.get(where[a.id], ())
+            if f[0].key not in named and (root, f[0].key) not in moved
+        ]
         if kept:
             out[a.id] = kept
     return out
@@ -163,3 +170,17 @@ def _byte_ordered_key(conn: Connection) -> Any:
     name = db.get("datlocale") if provider == "b" else db.get("datcollate")
     plain = provider in ("c", "b") and name in _BYTE_ORDER
     return _O.key if plain else _O.key.collate("C")
+
+
+NEXT_ACTIONS = 4
+"""How many actions after a strip may be others of its artifact (plans order one
+artifact's actions together, strip first: a transition, an archive)."""
+
+
+def after_strips(actions: Sequence[PlannedAction]) -> tuple[list[int], set[str]]:
+    """The ids that may be the other actions of the strips' artifacts and are not among
+    `actions` (done by an earlier apply), and those artifacts' URIs."""
+    strips = [a for a in actions if keeps_part(a)]
+    here = {a.id for a in actions}
+    ids = sorted({s.id + k for s in strips for k in range(1, NEXT_ACTIONS + 1)} - here)
+    return ids, {s.artifact.uri for s in strips}

@@ -115,6 +115,7 @@ def check_actions(
     known: KnownBefore | None = None,
     held: HeldAtPlan | None = None,
     links_read: LinksRead | None = None,
+    moved: Collection[tuple[str, str]] = (),
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can.
 
@@ -133,8 +134,11 @@ def check_actions(
 
     `held`: what the catalog held under a folder when the plan was made; a strip whose
     kept files (those it does not name) vanished or changed since is stale (see `kept`).
-    `links_read`: the folders earlier batches read for symbolic links (see `links`)."""
-    kept = kept_files(actions, held, started={action_id for action_id, _ in pending})
+    `links_read`: the folders earlier batches read for symbolic links (see `links`).
+    `moved`: (root URL, key) of what an earlier apply of the plan removed for the other
+    actions of the strips' artifacts (an archive of what a strip keeps)."""
+    started = {action_id for action_id, _ in pending}
+    kept = kept_files(actions, held, started, moved)
     extra = {i: [f.key for f, _ in files] for i, files in kept.items()}
     states, listed = _current_states(actions, stores, concurrency, extra)
     seen = Seen(states, restored=restored, kept=kept)

@@ -18,6 +18,7 @@ import pytest
 
 from governance.apply import StoreOpener, apply_plan
 from governance.apply import actions as runner
+from governance.storage.base import KeyResult
 from tests.fixtures.builders import hf_run, local_writer, marker
 from tests.integration.test_apply_support import NO_APPROVAL, Setup, snapshot
 
@@ -90,3 +91,46 @@ def test_an_interrupted_strip_and_archive_finish_and_come_back_whole(
     assert restored["failed"] == 0
     after = snapshot(storage)
     assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
+
+
+def test_a_strip_that_failed_while_its_archive_went_through_is_finished_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first apply could not remove the optimizer state (a failure, retried later)
+    but archived the weights away: the next apply finishes the strip (the files it keeps
+    were moved by the plan's own archive, an earlier apply's doing, not vanished)."""
+    storage = tmp_path / "storage"
+    write = local_writer(storage)
+    hf_run(write, RUN, steps=(500, 1000, 1500, 2000))
+    marker(write, RUN)
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY.format(url=storage, dest=archive.as_uri() + "/", approval=NO_APPROVAL))
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    doc = setup.plan()
+    strip_id = next(a["id"] for a in doc["actions"] if a["action"] == "strip"
+                    and a["artifact"]["uri"].endswith(STRIPPED))  # fmt: skip
+    real = runner.remove
+
+    def failing_strips(items: Any, *args: Any) -> Any:
+        answers = real([i for i in items if i.action_id != strip_id], *args)
+        for i in items:
+            if i.action_id == strip_id:
+                answers[(i.action_id, i.key)] = KeyResult(i.key, False, error="throttled")
+        return answers
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "remove", failing_strips)
+        first = json.loads(setup.apply(doc["plan_id"], code=1).stdout)
+    by_id = {r["action_id"]: r for r in first["results"]}
+    assert by_id[strip_id]["outcome"] == "failed"
+    assert by_id[strip_id + 1]["outcome"] == "ok"  # the archive of what it keeps
+    assert (storage / STRIPPED / "optimizer.pt").exists()
+
+    second = json.loads(setup.apply(doc["plan_id"]).stdout)
+
+    by_id = {r["action_id"]: r for r in second["results"]}
+    assert by_id[strip_id]["outcome"] == "ok", by_id[strip_id]["reason"]
+    assert not (storage / STRIPPED / "optimizer.pt").exists()
+    assert second["plan_status"] == "applied"
