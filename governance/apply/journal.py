@@ -33,7 +33,7 @@ from governance.catalog.execution_tables import (
     ExecutionRow,
     RemovedObjectRow,
 )
-from governance.catalog.removals import held_then
+from governance.catalog.removals import derive_again, held_then
 from governance.catalog.tables import Root, StoredObject
 from governance.errors import RefusedError
 from governance.storage.base import epoch_micros
@@ -592,9 +592,8 @@ def record_copies_in_place(
             for c in copies
         ],
     )
-    if revive:  # live again: the roots' runs and artifacts are derived anew on next read
-        urls = sorted({c.root_url for c in copies})
-        conn.execute(update(ROOTS).where(ROOTS.c.url.in_(urls)).values(classified_scan_id=None))
+    if revive:  # live again
+        derive_again(conn, (c.root_url for c in copies))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,15 +17,9 @@ from collections.abc import Sequence
 
 from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError
+from governance.model.detectors.base import parent
 from governance.plan.protect import LinkTargets
 from governance.plan.types import PlannedAction, removes_objects
-
-
-def _holder(key: str) -> str:
-    """The folder holding the artifact at `key` (root-relative; '' the root)."""
-    cut = key.rstrip("/").rfind("/")
-    return key[: cut + 1]
-
 
 LinksRead = dict[tuple[str, str], list[tuple[str, str]]]
 """(root URL, folder) -> the links read there, kept for the rest of one apply: batches
@@ -44,7 +38,7 @@ def linked_now(
     for a in actions:
         root = a.artifact.root_url
         if root.startswith("file://") and removes_objects(a):
-            by_folder[(root, _holder(a.artifact.uri[len(root) :]))].append(a)
+            by_folder[(root, parent(a.artifact.uri[len(root) :]))].append(a)
     found: dict[int, str] = {}
     for (root, folder), group in by_folder.items():
         links = read.get((root, folder))

@@ -16,7 +16,7 @@ written since, or brought back).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -71,8 +71,8 @@ def mark_removed_gone(
             rows,
         )
         conn.execute(update(_S).where(_S.c.id == record).values(objects_gone=n))
-        if n:  # its runs and artifacts (`ls runs`, `ls artifacts`) are derived anew
-            conn.execute(update(_R).where(_R.c.id == root_id).values(classified_scan_id=None))
+        if n:
+            derive_again(conn, [root])
         marked += n
     return marked
 
@@ -109,6 +109,12 @@ def revive(conn: Connection, restored: Sequence[tuple[str, str, int, str]]) -> i
         list(restored),
     )
     if n:
-        urls = sorted({r[0] for r in restored})
-        conn.execute(update(_R).where(_R.c.url.in_(urls)).values(classified_scan_id=None))
+        derive_again(conn, {r[0] for r in restored})
     return n
+
+
+def derive_again(conn: Connection, root_urls: Iterable[str]) -> None:
+    """Have these roots' runs and artifacts (`ls runs`, `ls artifacts`) derived anew on
+    the next read (`ensure_classified`): objects of theirs went or came back."""
+    urls = sorted(set(root_urls))
+    conn.execute(update(_R).where(_R.c.url.in_(urls)).values(classified_scan_id=None))
