@@ -5,13 +5,16 @@ from __future__ import annotations
 import getpass
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from governance.errors import ArgumentError
 
 DEFAULT_CATALOG_PATH = Path(".govern") / "catalog.db"
 DEFAULT_CONCURRENCY = 16
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,33 +81,30 @@ def env_int(name: str, default: int, minimum: int = 1) -> int:
     """A whole-number setting from the environment: unset or empty (as CI templates leave
     variables) is `default`; anything else that is not a whole number of at least
     `minimum` is an ArgumentError naming the variable (exit 2), not a traceback."""
-    raw = (os.environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise ArgumentError(
-            f"{name}={raw!r}: not a whole number of at least {minimum}; "
-            f"give one, or unset it for the default ({default})"
-        )
-    return value
+    return _env_number(
+        name, default, int, lambda v: v >= minimum, f"a whole number of at least {minimum}"
+    )
 
 
 def env_float(name: str, default: float) -> float:
-    """`env_int` for a positive number of seconds."""
+    """`env_int` for a positive, finite number of seconds."""
+    return _env_number(
+        name, default, float, lambda v: v > 0 and math.isfinite(v), "a positive number"
+    )
+
+
+def _env_number(
+    name: str, default: N, parse: Callable[[str], N], fits: Callable[[N], bool], wanted: str
+) -> N:
     raw = (os.environ.get(name) or "").strip()
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError:
-        value = -1.0
-    if not (value > 0 and math.isfinite(value)):
+        value = None
+    if value is None or not fits(value):
         raise ArgumentError(
-            f"{name}={raw!r}: not a positive number; give one, or unset it for the "
-            f"default ({default})"
+            f"{name}={raw!r}: not {wanted}; give one, or unset it for the default ({default})"
         )
     return value
