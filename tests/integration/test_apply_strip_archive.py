@@ -48,13 +48,8 @@ rules:
 """
 
 
-def _killed_before_commit(self: Any, *args: Any, **kwargs: Any) -> None:
-    raise KeyboardInterrupt("killed after storage changed, before the commit")
-
-
-def test_an_interrupted_strip_and_archive_finish_and_come_back_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _tree(tmp_path: Path) -> tuple[Setup, Path]:
+    """A finished HF run on local disk under POLICY, archiving to a folder beside it."""
     storage = tmp_path / "storage"
     write = local_writer(storage)
     hf_run(write, RUN, steps=(500, 1000, 1500, 2000))
@@ -63,7 +58,17 @@ def test_an_interrupted_strip_and_archive_finish_and_come_back_whole(
     archive.mkdir()
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY.format(url=storage, dest=archive.as_uri() + "/", approval=NO_APPROVAL))
-    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    return Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy), storage
+
+
+def _killed_before_commit(self: Any, *args: Any, **kwargs: Any) -> None:
+    raise KeyboardInterrupt("killed after storage changed, before the commit")
+
+
+def test_an_interrupted_strip_and_archive_finish_and_come_back_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup, storage = _tree(tmp_path)
     before = snapshot(storage)
     doc = setup.plan()
     base = storage.as_uri() + "/"
@@ -99,15 +104,7 @@ def test_a_strip_that_failed_while_its_archive_went_through_is_finished_later(
     """The first apply could not remove the optimizer state (a failure, retried later)
     but archived the weights away: the next apply finishes the strip (the files it keeps
     were moved by the plan's own archive, an earlier apply's doing, not vanished)."""
-    storage = tmp_path / "storage"
-    write = local_writer(storage)
-    hf_run(write, RUN, steps=(500, 1000, 1500, 2000))
-    marker(write, RUN)
-    archive = tmp_path / "archive"
-    archive.mkdir()
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.format(url=storage, dest=archive.as_uri() + "/", approval=NO_APPROVAL))
-    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    setup, storage = _tree(tmp_path)
     doc = setup.plan()
     strip_id = next(a["id"] for a in doc["actions"] if a["action"] == "strip"
                     and a["artifact"]["uri"].endswith(STRIPPED))  # fmt: skip
