@@ -34,7 +34,8 @@ from governance.catalog.execution_tables import (
     RemovedObjectRow,
 )
 from governance.catalog.removals import derive_again, held_then
-from governance.catalog.tables import Root, StoredObject
+from governance.catalog.roots import root_ids
+from governance.catalog.tables import StoredObject
 from governance.errors import RefusedError
 from governance.storage.base import epoch_micros
 
@@ -42,7 +43,6 @@ E = ExecutionRow.__table__  # type: ignore[attr-defined]
 R = ActionResultRow.__table__  # type: ignore[attr-defined]
 O = RemovedObjectRow.__table__  # type: ignore[attr-defined]  # noqa: E741
 L = ApplyLockRow.__table__  # type: ignore[attr-defined]
-ROOTS = Root.__table__  # type: ignore[attr-defined]
 OBJECTS = StoredObject.__table__  # type: ignore[attr-defined]
 
 LOCK_STALE_AFTER = timedelta(minutes=10)
@@ -440,16 +440,11 @@ def known_at_plan(
     (`removals.held_then`). A root without a scan id: only live rows count."""
     if not keys:
         return set()
-    roots, objects = ROOTS, OBJECTS
+    objects = OBJECTS
     wanted = set(keys)
     found: set[tuple[str, str]] = set()
     with engine.connect() as conn:
-        ids = {
-            str(url): int(i)
-            for i, url in conn.execute(
-                select(roots.c.id, roots.c.url).where(roots.c.url.in_({r for r, _ in wanted}))
-            )
-        }
+        ids = root_ids(conn, (r for r, _ in wanted))
         for root, root_id in ids.items():
             names = sorted(k for r, k in wanted if r == root)
             scan = scans.get(root)

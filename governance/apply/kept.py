@@ -24,14 +24,14 @@ from sqlalchemy import and_, case, func, null, select
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.removals import held_then
-from governance.catalog.tables import Root, StoredObject, datetime_from_us
+from governance.catalog.roots import root_ids
+from governance.catalog.tables import StoredObject, datetime_from_us
 from governance.model.types import CatalogObject
 from governance.plan.types import ActionType, PlannedAction
 from governance.storage.base import epoch_micros
 
 _OBJECTS = StoredObject.__table__  # type: ignore[attr-defined]
 _O = _OBJECTS.c
-_R = Root.__table__.c  # type: ignore[attr-defined]
 
 KeptFile = tuple[CatalogObject, bool]
 """One file a strip keeps, as the catalog has it; and whether a scan after the plan's
@@ -104,12 +104,7 @@ def held_at_plan(
         return out
     with engine.connect() as conn:
         key = _byte_ordered_key(conn)
-        ids = {
-            str(url): int(i)
-            for i, url in conn.execute(
-                select(_R.id, _R.url).where(_R.url.in_({r for r, _ in folders}))
-            )
-        }
+        ids = root_ids(conn, (r for r, _ in folders))
         for root, folder in folders:
             root_id = ids.get(root)
             if root_id is None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import Engine
+from sqlalchemy import select as sa_select
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
 
 from governance.catalog.tables import Root, Scan
@@ -78,3 +80,10 @@ def record_layout(
         root.classify_options = {**options, "connection": connection or {}}
         session.add(root)
         session.commit()
+
+
+def root_ids(conn: Connection, urls: Iterable[str]) -> dict[str, int]:
+    """Root URL -> its id, for those of `urls` the catalog knows (one query)."""
+    roots = Root.__table__.c  # type: ignore[attr-defined]
+    query = sa_select(roots.id, roots.url).where(roots.url.in_(set(urls)))
+    return {str(url): int(i) for i, url in conn.execute(query)}
