@@ -20,16 +20,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import chain, islice, pairwise
+from itertools import chain, islice, pairwise, repeat
 from operator import attrgetter, le, lt
 from typing import Any
 
 from governance.heap import no_settle, settled_collections
 from governance.model.types import Group
-from governance.plan.costs import GB
+from governance.plan.costs import GB, MIN_BILLABLE_BYTES, billable_bytes
 from governance.plan.decide import Decider, Unmeasured
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
+from governance.plan.selectors import storage_class_of
 from governance.plan.totals import Left, Totals, summarize
 from governance.plan.types import (
     WHAT_IF_MARGIN,
@@ -249,22 +250,26 @@ def build_plan(
 
 
 def _tally_classes(group: Group, class_bytes: dict[str, int]) -> int:
-    """Add the group's bytes per storage class (an empty class is STANDARD) to the tally;
+    """Add the group's billed bytes per storage class (an empty class is STANDARD; an
+    object under its class's minimum billable size counts as that size) to the tally;
     returns the group's bytes."""
     objects = list(chain.from_iterable(map(_OBJECTS, group.artifacts)))
     classes = set(map(_STORAGE_CLASS, objects))
     if len(classes) == 1:  # the usual case: sums taken in C
-        total = sum(map(_SIZE, objects))
+        sizes = list(map(_SIZE, objects))
+        total = sum(sizes)
         if objects:
             cls = classes.pop() or "STANDARD"
-            class_bytes[cls] = class_bytes.get(cls, 0) + total
+            smallest = MIN_BILLABLE_BYTES.get(storage_class_of(cls), 0)
+            billed = sum(map(max, sizes, repeat(smallest))) if smallest else total
+            class_bytes[cls] = class_bytes.get(cls, 0) + billed
         return total
     total = 0
     for o in objects:
         size = o.size
         total += size
         cls = o.storage_class or "STANDARD"
-        class_bytes[cls] = class_bytes.get(cls, 0) + size
+        class_bytes[cls] = class_bytes.get(cls, 0) + billable_bytes(size, cls)
     return total
 
 

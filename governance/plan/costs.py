@@ -31,6 +31,22 @@ MIN_DAYS: dict[str, int] = {
 }
 """Minimum storage duration by class: leaving a class earlier bills the rest of it."""
 
+MIN_BILLABLE_BYTES: dict[str, int] = {
+    "STANDARD_IA": 128 * 1024,
+    "ONEZONE_IA": 128 * 1024,
+    "GLACIER_IR": 128 * 1024,
+    "GLACIER": 40 * 1024,
+    "DEEP_ARCHIVE": 40 * 1024,
+}
+"""Minimum billable object size by class (reference.md): a smaller object is billed as
+this many bytes, for storage and for an early deletion alike."""
+
+
+def billable_bytes(size: int, storage_class: str | None) -> int:
+    """The bytes S3 bills `size` bytes as in `storage_class` (an empty class: STANDARD)."""
+    return max(size, MIN_BILLABLE_BYTES.get(storage_class_of(storage_class), 0))
+
+
 MIN_TRANSITION_BYTES: dict[str, int] = {
     "INTELLIGENT_TIERING": 128 * 1024,  # not auto-tiered below this: no saving, a monitoring fee
     "STANDARD_IA": 128 * 1024,
@@ -92,8 +108,10 @@ def monthly_usd(objects: Iterable[ObjectRef], policy: Policy, target: str | None
     price = policy.price
     if target:
         each = price(target)
-        return sum(o.size / GB * each for o in objects)
-    return sum(o.size / GB * price(o.storage_class) for o in objects)
+        return sum(billable_bytes(o.size, target) / GB * each for o in objects)
+    return sum(
+        billable_bytes(o.size, o.storage_class) / GB * price(o.storage_class) for o in objects
+    )
 
 
 def early_charge_usd(obj: ObjectRef, policy: Policy, as_of: datetime) -> float:
@@ -109,7 +127,7 @@ def early_charge_usd(obj: ObjectRef, policy: Policy, as_of: datetime) -> float:
         return 0.0
     days_in = (as_of - (obj.class_since or obj.last_modified)).total_seconds() / 86_400
     remaining = max(minimum - days_in, 0.0)
-    return obj.size / GB * policy.price(cls) * remaining / DAYS_PER_MONTH
+    return billable_bytes(obj.size, cls) / GB * policy.price(cls) * remaining / DAYS_PER_MONTH
 
 
 class Rates:
@@ -117,25 +135,27 @@ class Rates:
     the planner prices every object it acts on, and names are few.
 
     `row` is what `apply_costs` needs of a class: `policy.price` of the name, the minimum
-    days of the class (None outside `MIN_DAYS`) and the price `early_charge_usd` uses.
+    days of the class (None outside `MIN_DAYS`), the price `early_charge_usd` uses, and
+    the class's minimum billable object size (0: none).
     """
 
     __slots__ = ("_policy", "rows")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
-        self.rows: dict[str | None, tuple[float, int | None, float]] = {}
+        self.rows: dict[str | None, tuple[float, int | None, float, int]] = {}
 
     def price(self, storage_class: str | None) -> float:
         return self.row(storage_class)[0]
 
-    def row(self, storage_class: str | None) -> tuple[float, int | None, float]:
+    def row(self, storage_class: str | None) -> tuple[float, int | None, float, int]:
         found = self.rows.get(storage_class)
         if found is None:
             cls = storage_class_of(storage_class)
             minimum = MIN_DAYS.get(cls)
             early = self._policy.price(cls) if minimum is not None else 0.0
-            found = (self._policy.price(storage_class), minimum, early)
+            smallest = MIN_BILLABLE_BYTES.get(cls, 0)
+            found = (self._policy.price(storage_class), minimum, early, smallest)
             if len(self.rows) < 256:  # class names are few; never grow without bound
                 self.rows[storage_class] = found
         return found
@@ -176,14 +196,17 @@ def action_costs(
     for o in objs:
         sc = o.storage_class
         row = rows.get(sc) or rates.row(sc)
-        before += o.size / GB * row[0]
+        size = o.size
+        if size < row[3]:  # billed as the class's minimum size
+            size = row[3]
+        before += size / GB * row[0]
         minimum = row[1]
         if minimum is None:
             early += 0.0
         else:
             days_in = (as_of - (o.class_since or o.last_modified)).total_seconds() / 86_400
             remaining = max(minimum - days_in, 0.0)
-            early += o.size / GB * row[2] * remaining / DAYS_PER_MONTH
+            early += size / GB * row[2] * remaining / DAYS_PER_MONTH
     if kind in _MOVING and dest_url is None:
         after = _in_class(objs, rates, storage_class)
         request = len(objs) / 1000 * TRANSITION_USD_PER_1000.get(storage_class or "", 0.0)
@@ -224,6 +247,9 @@ def _retrieval(objects: Sequence[Priced]) -> float:
 def _in_class(objects: Sequence[Priced], rates: Rates, target: str | None) -> float:
     """`monthly_usd(objects, policy, target)` with the prices of `rates`."""
     if target:
-        each = rates.price(target)
-        return sum(o.size / GB * each for o in objects)
-    return sum(o.size / GB * rates.price(o.storage_class) for o in objects)
+        each, _, _, smallest = rates.row(target)
+        return sum(max(o.size, smallest) / GB * each for o in objects)
+    return sum(
+        max(o.size, rates.row(o.storage_class)[3]) / GB * rates.price(o.storage_class)
+        for o in objects
+    )

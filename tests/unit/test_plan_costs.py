@@ -120,3 +120,50 @@ def test_summary_costs_are_the_roots_whole_bill_before_and_after() -> None:
     before = 2 * 0.023 + 3 * 0.0125
     assert plan.summary.monthly_cost_before_usd == pytest.approx(before)
     assert plan.summary.monthly_cost_after_usd == pytest.approx(3 * 0.0125)
+
+
+@pytest.mark.parametrize(
+    ("cls", "billed"),
+    [
+        ("STANDARD_IA", 128 * 1024),
+        ("ONEZONE_IA", 128 * 1024),
+        ("GLACIER_IR", 128 * 1024),
+        ("GLACIER", 40 * 1024),
+        ("DEEP_ARCHIVE", 40 * 1024),
+        ("STANDARD", 1000),
+        ("INTELLIGENT_TIERING", 1000),
+    ],
+)
+def test_a_small_object_is_billed_its_class_minimum_size(cls: str, billed: int) -> None:
+    """reference.md: IA classes and Glacier IR bill at least 128 KB an object, Glacier and
+    Deep Archive 40 KB; the bill and the early-deletion charge both count that size."""
+    # (permanent: a quarantine copy out of GLACIER or DEEP_ARCHIVE needs a restore first)
+    pol = policy(EXPIRE_ALL + "apply: {delete_mode: permanent}\n")
+    price = pol.price(cls)
+    small = _ref(1000, cls, 1)
+    assert monthly_usd([small], pol) == pytest.approx(billed / GB * price)
+    # a day old: the rest of the class's minimum days (none for STANDARD or INTELLIGENT_TIERING)
+    left = {"STANDARD_IA": 29, "ONEZONE_IA": 29, "GLACIER_IR": 89, "GLACIER": 89}
+    expected_early = billed / GB * price * left.get(cls, 179 if cls == "DEEP_ARCHIVE" else 0) / 30
+    assert early_charge_usd(small, pol, AS_OF) == pytest.approx(expected_early)
+    # the same figures in a planned delete and in the roots' whole bill
+    art = single("data/small.bin", Kind.DATASET, 1000, 10, storage_class=cls)
+    plan = make_plan([group(None, [art])], pol)
+    [a] = actions_for(plan, art.key)
+    assert a.monthly_cost_before_usd == pytest.approx(billed / GB * price)
+    assert plan.summary.monthly_cost_before_usd == pytest.approx(billed / GB * price)
+    assert a.early_deletion_usd == pytest.approx(early_charge_usd(art.objects[0], pol, AS_OF))
+
+
+def test_the_whole_bill_counts_minimum_sizes_in_a_group_of_mixed_classes() -> None:
+    """A group holding several classes is tallied object by object: each small object in
+    a class with a minimum is billed that minimum, the rest as they are."""
+    pol = policy("protect: {min_age: 1d}\nrules: []\n")
+    arts = [
+        single("data/a.bin", Kind.DATASET, 1000, 10, storage_class="STANDARD_IA"),
+        single("data/b.bin", Kind.DATASET, 1000, 10, storage_class="STANDARD"),
+        single("data/c.bin", Kind.DATASET, GiB, 10, storage_class="GLACIER"),
+    ]
+    plan = make_plan([group(None, arts)], pol)
+    expected = 128 * 1024 / GB * 0.0125 + 1000 / GB * 0.023 + 0.0036
+    assert plan.summary.monthly_cost_before_usd == pytest.approx(expected)

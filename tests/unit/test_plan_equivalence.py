@@ -30,7 +30,14 @@ from governance.model.types import (
 from governance.plan import fingerprint as fingerprint_module
 from governance.plan import tiers as tiering
 from governance.plan.build import RootSnapshot
-from governance.plan.costs import DAYS_PER_MONTH, GB, MIN_DAYS, Rates, action_costs
+from governance.plan.costs import (
+    DAYS_PER_MONTH,
+    GB,
+    MIN_DAYS,
+    Rates,
+    action_costs,
+    billable_bytes,
+)
 from governance.plan.decide import Decider, Decision
 from governance.plan.fingerprint import fingerprint
 from governance.plan.selectors import storage_class_of
@@ -276,12 +283,13 @@ def test_an_actions_costs_are_the_sums_of_the_cost_model(
     before: float = 0
     early: float = 0
     for o in objs:
-        before += o.size / GB * pol.price(o.storage_class)
+        billed = billable_bytes(o.size, o.storage_class)  # a class's minimum size
+        before += billed / GB * pol.price(o.storage_class)
         cls = storage_class_of(o.storage_class)
         if cls in MIN_DAYS:
             days_in = (AS_OF - o.last_modified).total_seconds() / 86_400
             remaining = max(MIN_DAYS[cls] - days_in, 0.0)
-            early += o.size / GB * pol.price(cls) * remaining / DAYS_PER_MONTH
+            early += billed / GB * pol.price(cls) * remaining / DAYS_PER_MONTH
         else:
             early += 0.0
     got = action_costs(objs, kind, target, dest, AS_OF, Rates(pol))
