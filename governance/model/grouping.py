@@ -32,6 +32,7 @@ from governance.model.types import (
 )
 
 _JUDGED = (Kind.CHECKPOINT, Kind.WEIGHTS)
+_DISTCP = ".distcp"
 
 
 def _outermost_root(folder: str, roots: Mapping[str, int], lengths: list[int]) -> str | None:
@@ -67,8 +68,9 @@ def _loose(obj: CatalogObject, options: ClassifyOptions) -> Artifact:
 
 
 def _judge(art: Artifact, options: ClassifyOptions) -> None:
-    """Zero-byte weights and partial files make a unit incomplete; an incomplete unit past the
-    grace period is residue (the reason stays), inside it an in-flight checkpoint."""
+    """Zero-byte weights (but DCP shards) and partial files make a unit incomplete; an
+    incomplete unit past the grace period is residue (the reason stays), inside it an
+    in-flight checkpoint."""
     if art.kind not in _JUDGED:
         return
     if art.complete:  # the usual case: no empty file, no partial file
@@ -81,9 +83,11 @@ def _judge(art: Artifact, options: ClassifyOptions) -> None:
     weights = Component.WEIGHTS
     empty: str | None = None
     partial: str | None = None
-    # the first zero-byte weight file, the first partial file
+    # the first zero-byte weight file, the first partial file; an empty `.distcp` shard is
+    # what torch.distributed.checkpoint leaves for a rank with nothing to write (its
+    # `.metadata` says where every tensor is: the detectors judge shard sets whole)
     for o, role in zip(art.objects, art.roles, strict=True):
-        if empty is None and o.size == 0 and role is weights:
+        if empty is None and o.size == 0 and role is weights and not o.key.endswith(_DISTCP):
             empty = o.key
         if partial is None and o.key.endswith(TMP_SUFFIXES):
             partial = o.key

@@ -45,8 +45,12 @@ class DCPDetector(Detector):
 
     def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
         has_meta = any(o.key == unit + ".metadata" for o in members)
-        shards = sum(1 for o in members if o.key.endswith(".distcp"))
-        if has_meta and shards:
+        sizes = [o.size for o in members if o.key.endswith(".distcp")]
+        shards = len(sizes)
+        if has_meta and shards and not any(sizes):
+            # (one empty shard is a rank with nothing to write; all empty hold no tensors)
+            verdict = Verdict(False, "every .distcp shard is empty")
+        elif has_meta and shards:
             verdict = Verdict(True, f".metadata and {counted(shards, 'shard')} present")
         elif has_meta:
             verdict = Verdict(False, ".metadata present but no .distcp shards")

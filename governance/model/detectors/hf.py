@@ -1,7 +1,11 @@
 """Hugging Face Trainer checkpoints: `<output_dir>/checkpoint-<N>/`.
 
-Complete when `trainer_state.json`, `config.json` (`adapter_config.json` for PEFT) and the
-weights are there, with every shard named by the index's `weight_map` present. A
+Complete when `trainer_state.json` and the weights are there, with every shard named by
+the index's `weight_map` present. The Trainer writes `trainer_state.json` after the model,
+so `config.json` (`adapter_config.json` for PEFT) is there by then whenever the model has
+one: a model that is not a `PreTrainedModel` is saved as its state dict alone, without
+one, and its checkpoints load all the same (reference.md lists `config.json` for the
+usual case; its absence is noted, not held against the checkpoint). A
 `trainer_state.json` or index that was read and is not a JSON object (empty, cut short)
 makes it incomplete; one that could not be read is not judged (see `Context.load_json`).
 Optimizer, scheduler, RNG and scaler state are separate files, so the checkpoint can be
@@ -12,9 +16,17 @@ A Trainer run under DeepSpeed or FSDP nests its state (`global_step<N>/`,
 FSDP with `SHARDED_STATE_DICT` writes no `config.json` (the Trainer saves it only for a full
 state dict): such a checkpoint is complete with `trainer_state.json` and a weight shard
 folder holding `.metadata` (written last) and non-empty `*.distcp` shards; everything in
-that folder is weights, and a strip keeps it whole. Under DeepSpeed ZeRO-3
+that folder is weights, and a strip keeps it whole. With `LOCAL_STATE_DICT` (or a full
+state dict saved through accelerate) the weights are `pytorch_model_fsdp[_<i>][_rank<r>].bin`
+files. Under DeepSpeed ZeRO-3
 (`global_step<N>/zero_pp_rank_*_model_states.pt`) the weights live only in the optimizer
 partitions (`zero_to_fp32.py` rebuilds them from there): such a checkpoint cannot be stripped.
+
+A `checkpoint-<N>/` folder written by accelerate's `save_state` (diffusers' and many other
+training scripts name theirs so) has no `trainer_state.json`: the models (or what a save
+hook writes, such as `unet/`), `optimizer.bin`, `scheduler.bin`, `scaler.pt`, then
+`random_states_<process>.pkl`. The main process writes `random_states_0.pkl` after its
+models and optimizers, so it marks the save complete.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import re
 from functools import lru_cache
 
 from governance.model.detectors.base import (
+    UNREAD,
     Claim,
     Context,
     Detector,
@@ -56,6 +69,10 @@ _ZERO3_MODEL = re.compile(r"(?:^|/)zero_pp_rank_\d+_mp_rank_\d+_model_states\.pt
 """ZeRO-3 model states: without the optimizer partitions they hold no weights."""
 FSDP_MODEL_DIR = "pytorch_model_fsdp"
 """accelerate's `save_fsdp_model` folder for a sharded state dict: `pytorch_model_fsdp_<i>/`."""
+_FSDP_FILE = re.compile(r"^pytorch_model_fsdp(?:_\d+)?(?:_rank\d+)?\.bin$")
+"""accelerate's `save_fsdp_model` files for a full or a local (per rank) state dict."""
+ACCELERATE_DONE = "random_states_0.pkl"
+"""accelerate's `save_state`: the main process writes it after its models and optimizers."""
 
 
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
@@ -65,7 +82,7 @@ def hf_component(name: str) -> Component:
     lower = name.lower()
     if lower.startswith(FSDP_MODEL_DIR) and "/" in name:
         return Component.WEIGHTS  # the whole shard set (with its `.metadata`) is the weights
-    if base.startswith("rng_state"):
+    if base.startswith(("rng_state", "random_states")):
         return Component.RNG
     if base.startswith("scheduler"):
         return Component.SCHEDULER
@@ -129,7 +146,7 @@ def weights_verdict(names: set[str], members: dict[str, CatalogObject], ctx: Con
             return Verdict(False, f"{folder}.metadata missing (save not finished)")
         if not any(members[n].size > 0 for n in shards):
             return Verdict(False, f"{folder}: every .distcp shard is empty")
-    nested = [n for n in names if n.endswith("model_states.pt")]
+    nested = [n for n in names if n.endswith("model_states.pt") or _FSDP_FILE.match(n)]
     nested += [n for shards in shard_dirs.values() for n in shards]
     if nested:
         return Verdict(True, f"{counted(len(nested), 'sharded weight file')}")
@@ -173,26 +190,32 @@ class HFDetector(Detector):
         peft = "adapter_config.json" in names or any(n.startswith("adapter_model") for n in names)
         config = "adapter_config.json" if peft else "config.json"
         weights = weights_verdict(names, by_name, ctx)
-        # FSDP SHARDED_STATE_DICT: the Trainer writes no config.json, only the shard folder
-        fsdp = not peft and config not in names and bool(dcp_weight_dirs(names))
-        wanted = ("trainer_state.json",) if fsdp else ("trainer_state.json", config)
-        problems = [f"{n} missing" for n in wanted if n not in names]
-        # Read once, for metrics and for completeness: a state that was read and is not a
-        # JSON object (empty, cut short) cannot be resumed from. One that could not be
-        # read (no reader, root out of reach, too big) is not judged.
-        loaded = ctx.load_json(by_name.get("trainer_state.json"))
-        broken = loaded.problem("trainer_state.json")
-        if broken is not None:
-            problems.append(broken)
-        if not weights.complete:
-            problems.append(weights.reason)
-        if problems:
-            verdict = Verdict(False, "; ".join(problems))
+        notes = ["peft adapter"] if peft else []
+        if "trainer_state.json" not in names and _by_accelerate(names):
+            verdict = _accelerate_verdict(names, weights)
+            notes.append("accelerate save_state")
+            loaded = UNREAD  # (no trainer state: no metrics from one)
         else:
-            verdict = Verdict(True, f"{', '.join(wanted)}, {weights.reason}")
+            problems = [] if "trainer_state.json" in names else ["trainer_state.json missing"]
+            # Read once, for metrics and for completeness: a state that was read and is not
+            # a JSON object (empty, cut short) cannot be resumed from. One that could not be
+            # read (no reader, root out of reach, too big) is not judged.
+            loaded = ctx.load_json(by_name.get("trainer_state.json"))
+            broken = loaded.problem("trainer_state.json")
+            if broken is not None:
+                problems.append(broken)
+            if not weights.complete:
+                problems.append(weights.reason)
+            if problems:
+                verdict = Verdict(False, "; ".join(problems))
+            else:
+                present = ", ".join(n for n in ("trainer_state.json", config) if n in names)
+                verdict = Verdict(True, f"{present}, {weights.reason}")
+            if config not in names and not dcp_weight_dirs(names):
+                # (FSDP SHARDED_STATE_DICT never writes one: nothing worth a note)
+                notes.append(f"no {config} (the model's state dict alone)")
         state = loaded.value()
         zero3 = is_zero3(names)
-        notes = ["peft adapter"] if peft else []
         if zero3:
             notes.append(
                 "DeepSpeed ZeRO-3: weights are in the optimizer partitions, cannot be stripped"
@@ -209,3 +232,23 @@ class HFDetector(Detector):
             metrics=log_history_metrics(state, step),
             note="; ".join(notes),
         )
+
+
+def _by_accelerate(names: set[str]) -> bool:
+    """Whether a folder without `trainer_state.json` is accelerate's `save_state`: its RNG
+    states or its optimizer's and scheduler's files (`optimizer.bin`, `scheduler.bin`)."""
+    return any(
+        n.startswith("random_states_") or n in ("optimizer.bin", "scheduler.bin")
+        for n in names
+        if "/" not in n
+    )
+
+
+def _accelerate_verdict(names: set[str], weights: Verdict) -> Verdict:
+    """An accelerate checkpoint is complete once the main process wrote its RNG state;
+    weights a save hook wrote into sub-folders (`unet/`) count as any weights do."""
+    if ACCELERATE_DONE not in names:
+        return Verdict(False, f"{ACCELERATE_DONE} missing (accelerate save_state not finished)")
+    if not weights.complete and weights.reason != "no weights":
+        return Verdict(False, weights.reason)  # an index naming a missing shard, say
+    return Verdict(True, f"{ACCELERATE_DONE} (accelerate save_state finished)")
