@@ -14,7 +14,8 @@ incomplete checkpoint is residue, and residue is deleted).
 
 from __future__ import annotations
 
-from governance.model.types import Component, Kind
+from governance.model.classify import classify
+from governance.model.types import ClassifyOptions, Component, Kind
 from tests.fixtures import builders as b
 from tests.unit.test_model_detectors import LATE, run_tree
 
@@ -138,3 +139,64 @@ def test_an_empty_safetensors_file_still_makes_a_checkpoint_incomplete() -> None
     a = run_tree(t, as_of=LATE)[d]
     assert not a.complete
     assert "zero-byte" in a.completeness_reason
+
+
+def _accelerate_auto(t: b.MemoryTree, i: int, *, nested: str, done: bool = True) -> str:
+    """`ProjectConfiguration(automatic_checkpoint_naming=True)`: `checkpoints/checkpoint_<i>/`,
+    with DeepSpeed's tag (`pytorch_model/` and `latest`) or FSDP's folders nested in it."""
+    d = f"proj/checkpoints/checkpoint_{i}/"
+    if nested == "deepspeed":
+        t(d + "latest", b"pytorch_model", b.T0)
+        t(d + "pytorch_model/mp_rank_00_model_states.pt", b.BLOB, b.T0)
+        t(d + "pytorch_model/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", b.BLOB, b.T0)
+        t(d + "zero_to_fp32.py", b"#", b.T0)
+    else:
+        t(d + "pytorch_model_fsdp_0/__0_0.distcp", b.BLOB, b.T0)
+        t(d + "pytorch_model_fsdp_0/.metadata", b.BLOB, b.T0)
+        t(d + "optimizer_0/__0_0.distcp", b.BLOB, b.T0)
+        t(d + "optimizer_0/.metadata", b.BLOB, b.T0)
+    t(d + "scheduler.bin", b.BLOB, b.T0)
+    if done:
+        t(d + "random_states_0.pkl", b.BLOB, b.T0)
+    return d
+
+
+def test_accelerate_automatic_naming_makes_one_run_of_whole_checkpoints() -> None:
+    """Each `checkpoint_<i>/` is one checkpoint (what DeepSpeed or FSDP nested in it is
+    part of it, not a checkpoint or a run of its own), and the project is their run: were
+    each folder a run, the older ones would read as abandoned runs and expire whole."""
+    for nested in ("deepspeed", "fsdp"):
+        t = b.MemoryTree()
+        units = [_accelerate_auto(t, i, nested=nested) for i in range(3)]
+        groups = classify(t.objects, ClassifyOptions(as_of=LATE), t.read_meta)
+        checkpoints = {
+            a.key: (g.run.key if g.run else None, a)
+            for g in groups
+            for a in g.artifacts
+            if a.kind is Kind.CHECKPOINT
+        }
+        assert sorted(checkpoints) == units, nested
+        for i, d in enumerate(units):
+            run, a = checkpoints[d]
+            assert run == "proj/"
+            assert (a.complete, a.step, a.strippable) == (True, i, True), a.completeness_reason
+        roles = {
+            m.obj.key.removeprefix(units[0]): m.component for m in checkpoints[units[0]][1].members
+        }
+        if nested == "deepspeed":
+            assert roles["pytorch_model/mp_rank_00_model_states.pt"] is Component.WEIGHTS
+            optim = "pytorch_model/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"
+            assert roles[optim] is Component.OPTIMIZER
+        else:
+            assert roles["pytorch_model_fsdp_0/__0_0.distcp"] is Component.WEIGHTS
+            assert roles["optimizer_0/__0_0.distcp"] is Component.OPTIMIZER
+
+
+def test_an_accelerate_folder_without_its_rng_state_is_not_claimed_whole() -> None:
+    """Until `random_states_0.pkl` is written, nothing says the folder is accelerate's:
+    its nested parts are judged as they are (here an in-flight DeepSpeed tag)."""
+    t = b.MemoryTree()
+    d = _accelerate_auto(t, 0, nested="deepspeed", done=False)
+    arts = run_tree(t, as_of=LATE)
+    assert d not in arts
+    assert d + "pytorch_model/" in arts

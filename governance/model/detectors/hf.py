@@ -26,7 +26,9 @@ A `checkpoint-<N>/` folder written by accelerate's `save_state` (diffusers' and 
 training scripts name theirs so) has no `trainer_state.json`: the models (or what a save
 hook writes, such as `unet/`), `optimizer.bin`, `scheduler.bin`, `scaler.pt`, then
 `random_states_<process>.pkl`. The main process writes `random_states_0.pkl` after its
-models and optimizers, so it marks the save complete.
+models and optimizers, so it marks the save complete. Under accelerate's automatic naming
+the folders are `checkpoints/checkpoint_<i>/`: that file claims such a folder whole, with
+what DeepSpeed or FSDP nested in it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from governance.model.detectors.base import (
     Detector,
     Verdict,
     artifact,
+    basename,
     digit_segment,
 )
 from governance.model.metrics import log_history_metrics
@@ -73,6 +76,11 @@ _FSDP_FILE = re.compile(r"^pytorch_model_fsdp(?:_\d+)?(?:_rank\d+)?\.bin$")
 """accelerate's `save_fsdp_model` files for a full or a local (per rank) state dict."""
 ACCELERATE_DONE = "random_states_0.pkl"
 """accelerate's `save_state`: the main process writes it after its models and optimizers."""
+_ACCELERATE_MARK = "/" + ACCELERATE_DONE
+_ACCELERATE_DIR = re.compile(r"checkpoint_\d+")
+"""accelerate's automatic checkpoint naming: `<project_dir>/checkpoints/checkpoint_<i>/`,
+`<i>` counting saves (it stands for the step: it grows as they do)."""
+_STEP = re.compile(r"checkpoint[-_](\d+)$")
 
 
 @lru_cache(maxsize=4096)  # a pure function of a name that repeats unit after unit
@@ -176,8 +184,16 @@ class HFDetector(Detector):
     kind = Kind.CHECKPOINT
     defines_runs = True
     needles = ("checkpoint-",)
+    suffixes = ("/" + ACCELERATE_DONE,)
 
     def claim(self, key: str) -> Claim | None:
+        if key.endswith(_ACCELERATE_MARK):
+            # accelerate's automatic naming, `checkpoints/checkpoint_<i>/`: the main
+            # process's RNG state claims the whole folder (whatever DeepSpeed or FSDP
+            # nested in it), so a save is one checkpoint of one run
+            folder = key[: -len(ACCELERATE_DONE)]
+            if _ACCELERATE_DIR.fullmatch(basename(folder)):
+                return Claim(folder, deep=True)
         if "checkpoint-" not in key:
             return None
         unit = digit_segment(key, "checkpoint-")
@@ -186,7 +202,8 @@ class HFDetector(Detector):
     def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
         by_name = {o.key[len(unit) :]: o for o in members}
         names = set(by_name)
-        step = int(unit.rstrip("/").rpartition("checkpoint-")[2])
+        found = _STEP.search(unit.rstrip("/"))  # (every unit `claim` makes has a number)
+        step = int(found.group(1)) if found else None
         peft = "adapter_config.json" in names or any(n.startswith("adapter_model") for n in names)
         config = "adapter_config.json" if peft else "config.json"
         weights = weights_verdict(names, by_name, ctx)
