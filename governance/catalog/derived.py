@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -318,6 +318,7 @@ def ensure_classified(
     artifacts from the catalog with the layout the scan recorded. A root that cannot be
     reached now is classified from the cache alone. Returns how many roots were classified.
     """
+    from governance.catalog.completions import seen_completed
     from governance.catalog.roots import last_complete_scan, list_roots
     from governance.catalog.tables import Root
 
@@ -333,7 +334,10 @@ def ensure_classified(
             refresh_metadata(
                 engine, root.id, root.url, (root.classify_options or {}).get("connection")
             )
-        options = options_from_json(root.classify_options, now)
+        options = replace(
+            options_from_json(root.classify_options, now),
+            seen_completed=seen_completed(engine, root.id),  # (as a plan reads them)
+        )
         classify_root(engine, None, root.id, root.url, scan.id, options)
         roots = Root.__table__  # type: ignore[attr-defined]
         with engine.begin() as conn:

@@ -26,6 +26,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from governance.catalog.bulk import SQLITE_NULL, copy_rows, insert_rows, sqlite_insert
+from governance.catalog.completions import record_completed
 from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
@@ -99,6 +100,7 @@ def save_plan(engine: Engine, plan: Plan) -> None:
     """Write a whole plan in one transaction (a half-saved plan is never visible)."""
     with engine.begin() as conn:
         conn.execute(_P.insert(), [_header_row(plan)])
+        record_completed(conn, plan.completed_runs, plan.plan_id)
         write = _bulk_writer(conn)
         if write is None:
             _insert_with_core(conn, plan)

@@ -102,6 +102,9 @@ def _judge(art: Artifact, options: ClassifyOptions) -> None:
         art.complete = False
     if art.complete:
         return
+    if art.unjudged:  # not known to be incomplete: kept, never residue
+        art.note = (art.note + "; " if art.note else "") + "in flight (commit not known)"
+        return
     if options.as_of - art.last_modified <= options.grace:
         art.note = (art.note + "; " if art.note else "") + "in flight (within grace period)"
     else:

@@ -110,6 +110,9 @@ class Artifact:
     metrics: dict[str, float] = field(default_factory=dict)
     strippable: bool = False
     note: str = ""
+    # Incomplete only because the file that says so could not be read: in flight at any
+    # age (never residue, which is deleted), until a read tells (`grouping._judge`)
+    unjudged: bool = False
 
     @classmethod
     def of_members(
@@ -163,6 +166,9 @@ class Run:
     last_write: datetime
     attributes: dict[str, str] = field(default_factory=dict)
     best_checkpoint: str | None = None
+    # Completed by an earlier plan's record (`SeenCompleted`), its evidence gone since:
+    # then only the final checkpoint that plan kept is final (None: gone too, or not known)
+    recorded: SeenCompleted | None = None
 
 
 @dataclass(slots=True)
@@ -171,6 +177,18 @@ class Group:
 
     run: Run | None
     artifacts: list[Artifact]
+
+
+@dataclass(frozen=True, slots=True)
+class SeenCompleted:
+    """A run a saved plan saw completed (`catalog.completions`): why, and its last write
+    then. While nothing in the run is written later, it is completed still, whatever of
+    that evidence an apply removed since (an archived final checkpoint, say)."""
+
+    reason: str
+    last_write: datetime
+    plan_id: str
+    final: str | None = None  # the checkpoint that plan's tiers kept as the run's final
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +202,10 @@ class ClassifyOptions:
     abandoned_after: timedelta = timedelta(days=7)
     grace: timedelta = timedelta(days=3)
     metadata_max_bytes: int = 4 * 1024 * 1024
+    # the root's runs earlier plans saw completed, by run key (the catalog's, per root)
+    seen_completed: Mapping[str, SeenCompleted] = field(
+        default_factory=dict, compare=False, hash=False
+    )
 
 
 MetaReader = Callable[[CatalogObject], bytes | None]

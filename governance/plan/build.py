@@ -25,7 +25,7 @@ from operator import attrgetter, le, lt
 from typing import Any
 
 from governance.heap import no_settle, settled_collections
-from governance.model.types import Group
+from governance.model.types import Group, RunStatus
 from governance.plan.costs import GB, MIN_BILLABLE_BYTES, billable_bytes
 from governance.plan.decide import Decider, Unmeasured
 from governance.plan.fingerprint import fingerprint
@@ -35,6 +35,7 @@ from governance.plan.totals import Left, Totals, summarize
 from governance.plan.types import (
     WHAT_IF_MARGIN,
     ActionType,
+    CompletedRun,
     KeptArtifact,
     Plan,
     PlannedAction,
@@ -44,6 +45,7 @@ from governance.plan.types import (
 from governance.policy.models import Policy
 from governance.wording import counted
 
+_COMPLETED = RunStatus.COMPLETED
 _ACTION_ORDER = {t: i for i, t in enumerate(ActionType)}
 """Within one artifact: strip before archive (archive moves what the strip leaves)."""
 
@@ -292,6 +294,7 @@ def _build(
     scans: dict[str, int] = {}
     scanned_at: dict[str, datetime] = {}
     run_keys: dict[tuple[str, str], set[str]] = {}  # (root, run name) -> the runs' keys
+    completed_runs: dict[str, list[CompletedRun]] = {}
     versioning: dict[str, bool] = {}
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
@@ -309,13 +312,19 @@ def _build(
         if root.versioning is not None:
             versioning[root.url] = root.versioning
         removed = deleted.setdefault(root.url, 0)
+        completed = completed_runs.setdefault(root.url, [])
         live = 0
         decider = Decider(policy, as_of, root.url, root.supports_storage_classes, root.links)
         for group in root.groups:
             live += _tally_classes(group, class_bytes)
-            if group.run is not None:
-                run_keys.setdefault((root.url, group.run.name), set()).add(group.run.key)
+            run = group.run
+            if run is not None:
+                run_keys.setdefault((root.url, run.name), set()).add(run.key)
             result = decider.decide(group)
+            if run is not None and run.status is _COMPLETED:
+                completed.append(
+                    CompletedRun(run.key, run.status_reason, run.last_write, result.final)
+                )
             start, kept_start = len(actions), len(kept)
             for d in result.decisions:
                 if d.actions:
@@ -403,4 +412,5 @@ def _build(
         refusal=refused,
         notes=notes,
         controls=policy_controls(policy),
+        completed_runs=completed_runs,
     )

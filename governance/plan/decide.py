@@ -173,6 +173,8 @@ class GroupResult:
     not_applicable: list[tuple[str, str]]  # (rule, what): class changes on a filesystem root
     unmeasured: list[Unmeasured] = field(default_factory=list)
     """Tiers that keep `best` by a metric no checkpoint of the run reports."""
+    final: str | None = None
+    """The key of the checkpoint the tiers kept as the run's final, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +224,7 @@ class _Ctx:
     decider: Decider
     run: Run | None
     rules: list[_RuleView]  # the rules whose conditions on the run alone hold
+    final: str | None = None  # the run's final checkpoint, as a tier kept it
     owners: dict[Kind, _Owner] = field(default_factory=dict)
     """`_owner`'s answer per kind, when it depended on nothing else (no per-artifact look)."""
     texts: dict[tuple[str, int], str] = field(default_factory=dict)  # reasons of the group
@@ -545,6 +548,8 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     )
     names = ", ".join(t.name for t in rule.tiers)
     chosen, traced = outcome.picks, outcome.trace
+    if outcome.final is not None:
+        ctx.final = outcome.final
     otherwise = "delete" if rule.otherwise == "delete" else "keep"
     decider = ctx.decider
     texts = decider.unkept_texts(rule, otherwise)  # by step: `unkept` for a new step only
@@ -967,7 +972,7 @@ class Decider:
             if d.kept is None and not (d.actions and _deletes(d)):
                 how = _NO_RULE if d.rule is None else _RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
-        return GroupResult(decisions, ctx.not_applicable, ctx.unmeasured)
+        return GroupResult(decisions, ctx.not_applicable, ctx.unmeasured, ctx.final)
 
     def _owner(self, ctx: _Ctx, kind: Kind, d: Decision, shield: str | None) -> _Owner:
         """`_owner_traced` without the trace: a rule owns the artifact when its selector

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from governance.catalog.completions import seen_completed
 from governance.catalog.derived import (
     CachedMetaReader,
     classify_stream,
@@ -77,12 +79,14 @@ def root_snapshots(
         # stays unread marks its objects, whose artifacts the planner then protects.
         needs = refresh_object_attributes(engine, root.id, url, reach, store, tags=tags)
         reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
+        # runs earlier plans saw completed: an apply since may have removed the evidence
+        root_options = replace(options, seen_completed=seen_completed(engine, root.id))
         # The quarantine inside a root is not its data: a catalog filled by `scan --root`
         # (which knows no policy) holds its copies, and planning them would delete them.
         stream = classify_stream(
             engine,
             root.id,
-            options,
+            root_options,
             reader,
             tags=needs.tags,
             lock=needs.lock,

@@ -183,6 +183,8 @@ class TierOutcome:
     trace: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Lightning `save_last` copies: alias key -> (original key, `alias_text`)."""
+    final: str | None = None
+    """The key of the run's final checkpoint, when a tier keeps `final` and there is one."""
 
 
 def _bucket_range(step: int, k: int) -> str:
@@ -350,7 +352,14 @@ def select(
         and run.status is RunStatus.COMPLETED
         and any("final" in t.keep for t in tiers)
     ):
-        final = ranked[0] if ranked is not None else newest(checkpoints, at)
+        recorded = run.recorded
+        if recorded is not None and recorded.final is not None:
+            # completed by an earlier plan's record: its final is the one that plan kept
+            # (archived away since, most likely), not the newest of those left
+            final = next((c for c in checkpoints if c.key == recorded.final), None)
+        else:
+            final = ranked[0] if ranked is not None else newest(checkpoints, at)
+        out.final = final.key if final is not None else None
     for index, tier in enumerate(tiers):
         ordered = ranked
         if tier.max_age is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from governance.model.types import CatalogObject
 
@@ -171,6 +171,15 @@ class PlanSummary:
     left: list[LeftSummary] = field(default_factory=list)  # by rule then kind
 
 
+class CompletedRun(NamedTuple):
+    """A run a plan saw completed (keys relative to the root)."""
+
+    key: str
+    reason: str  # the evidence, as the run's status reason says
+    last_write: datetime
+    final: str | None  # the checkpoint its tiers kept as the run's final, if any
+
+
 @dataclass(slots=True)
 class Plan:
     """A whole plan. `fingerprint` is over the canonical action list (see plan.fingerprint)."""
@@ -196,3 +205,7 @@ class Plan:
     approve and how deletes are carried out cannot change after the plan is reviewed."""
     history: PlanHistory | None = None
     """What happened to it since it was made (`govern show` reads it; a new plan has none)."""
+    completed_runs: dict[str, list[CompletedRun]] = field(default_factory=dict)
+    """Root URL -> each run it saw completed: saved with it (`catalog.completions`), so an
+    apply that removes that evidence (an archived final checkpoint) does not make the run
+    read as abandoned. Not part of its identity."""

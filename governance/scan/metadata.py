@@ -2,10 +2,12 @@
 
 Classification needs a few small files (`trainer_state.json` for metrics and the best
 checkpoint, `*.index.json` for shard completeness, DeepSpeed `latest` and the Megatron
-tracker). Whoever classifies a root with its store at hand (`govern plan` after its scan,
-`govern ls runs` after a scan) first reads every such file the cache does not hold for its
-current ETag, in parallel, into the catalog's `meta_cache`; classification itself then
-reads only the cache. A scan stays a pure listing, and an unchanged tree reads nothing.
+tracker, and on an object store Orbax's `_CHECKPOINT_METADATA`, whose commit time says
+whether a step committed). Whoever classifies a root with its store at hand (`govern plan`
+after its scan or with `--no-scan`, `govern ls runs` after a scan) first reads every such
+file the cache does not hold for its current ETag, in parallel, into the catalog's
+`meta_cache`; classification itself then reads only the cache. A scan stays a pure
+listing, and an unchanged tree reads nothing.
 """
 
 from __future__ import annotations
@@ -17,11 +19,22 @@ from sqlalchemy import and_, case, delete, exists, false, or_, select
 from sqlalchemy.engine import Engine
 
 from governance.catalog.tables import MetaCache, StoredObject
+from governance.model.detectors.base import FILESYSTEM_ETAG
 from governance.storage.base import Store
 
 METADATA_NAMES = frozenset(
-    {"trainer_state.json", "latest", "latest_universal", "latest_checkpointed_iteration.txt"}
+    {
+        "trainer_state.json",
+        "latest",
+        "latest_universal",
+        "latest_checkpointed_iteration.txt",
+        "_CHECKPOINT_METADATA",
+    }
 )
+OBJECT_STORE_NAMES = frozenset({"_CHECKPOINT_METADATA"})
+"""Names read only where classification reads them: on an object store. On a filesystem
+an Orbax step under its final name was renamed from its staging folder once the save was
+done, and its `_CHECKPOINT_METADATA` is not read (its ETag is an `mtime:` token)."""
 METADATA_SUFFIXES = (".index.json",)
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -49,7 +62,15 @@ def _candidates(engine: Engine, root_id: int) -> list[tuple[str, str, int]]:
         ~cached,
     )
     with engine.connect() as conn:
-        return [(k, e, s) for k, e, s in conn.execute(stmt) if is_metadata_key(k)]
+        return [(k, e, s) for k, e, s in conn.execute(stmt) if _wanted(k, e)]
+
+
+def _wanted(key: str, etag: str) -> bool:
+    """Is this object one classification reads (`is_metadata_key`, and not a name read
+    only on object stores in a filesystem's listing)?"""
+    if not is_metadata_key(key):
+        return False
+    return not (etag.startswith(FILESYSTEM_ETAG) and key.rsplit("/", 1)[-1] in OBJECT_STORE_NAMES)
 
 
 def prefetch_metadata(engine: Engine, store: Store, root_id: int, concurrency: int = 16) -> int:

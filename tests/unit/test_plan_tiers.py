@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from governance.model.types import Artifact, RunStatus
+from governance.model.types import Artifact, RunStatus, SeenCompleted
 from governance.plan.tiers import newest, select
 from governance.policy.models import Tier
 from tests.unit.plan_factories import AS_OF, checkpoint, run
@@ -180,3 +180,20 @@ def test_days_and_weeks_are_utc_whatever_zone_a_time_is_given_in() -> None:
         for o in art.objects:
             o.last_modified = datetime(2026, 11, 20, hour, tzinfo=UTC).astimezone(plus5)
     assert list(select([Tier(name="d", keep_daily=2)], [a, b], None, AS_OF).picks) == [b.key]
+
+
+def test_a_run_completed_by_record_keeps_the_final_that_plan_kept_or_none() -> None:
+    """A run completed by an earlier plan's record (its evidence archived away since):
+    its final is the checkpoint that plan kept as final while it is still here, and none
+    once it is gone, not the newest of those left (each plan would archive one more)."""
+    ckpts = [checkpoint(R, s) for s in (1, 2, 3)]
+    tier = Tier(name="f", keep=("final",))
+    for final, expected in ((ckpts[2].key, {3}), (f"{R}checkpoint-4/", set())):
+        r = run("a", artifacts=ckpts)
+        r.recorded = SeenCompleted("marker", AS_OF, "p-1", final)
+        outcome = select([tier], ckpts, r, AS_OF)
+        assert {c.step for c in ckpts if c.key in outcome.picks} == expected
+        assert outcome.final == (final if expected else None)
+    r = run("a", artifacts=ckpts)  # a record without a final: the newest, as before
+    r.recorded = SeenCompleted("marker", AS_OF, "p-1", None)
+    assert select([tier], ckpts, r, AS_OF).final == ckpts[2].key

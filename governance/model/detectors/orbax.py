@@ -2,19 +2,31 @@
 items in subfolders (`default/`, `state/`, ...) with `_METADATA`, `manifest.ocdbt`,
 `ocdbt.process_<i>/`, and `_CHECKPOINT_METADATA` at the step.
 
-Orbax saves into `<name>.orbax-checkpoint-tmp-<ts>` and renames; on stores without rename
-(GCS, S3) it writes `_CHECKPOINT_METADATA` when the save starts and `commit_success.txt`
-when it commits. So on a filesystem (atomic rename) a step folder under its final name is
-complete when `_CHECKPOINT_METADATA` is in it, or (older Orbax, which did not write it) when
-each of its items has its `_METADATA`. On an object store it is complete when
-`commit_success.txt` is in it, or its `_CHECKPOINT_METADATA` has `commit_timestamp_nsecs`
-(read through the metadata reader; unread, it is taken as committed, as DeepSpeed takes an
-unread `latest`; read and not a JSON object, empty or cut short, it is not committed). Tmp folders are residue (see `residue.py`). Items whose name says
-optimizer (`opt_state/`) can be stripped.
+Orbax saves into a staging folder and renames it: `<name>.orbax-checkpoint-tmp/` (current
+Orbax) or `<name>.orbax-checkpoint-tmp-<ts>/` (older Orbax). Staging folders are residue
+under either name (see `residue.py`): never claimed here, never a step. On stores without
+rename (GCS, S3) it writes `_CHECKPOINT_METADATA` when the save starts and
+`commit_success.txt` when it commits. So on a filesystem (atomic rename) a step folder
+under its final name is complete when `_CHECKPOINT_METADATA` is in it, or (older Orbax,
+which did not write it) when each of its items has its `_METADATA`. On an object store it
+is complete when `commit_success.txt` is in it, or its `_CHECKPOINT_METADATA` has
+`commit_timestamp_nsecs` (read through the metadata reader, like the other small metadata
+files: `scan.metadata.METADATA_NAMES`); read and not a JSON object, empty or cut short,
+it is not committed.
+
+A `_CHECKPOINT_METADATA` that could not be read (see `Context.load_json`) tells nothing,
+and the step is judged against the steps of its folder whose commit is known
+(`_unread_verdict`): inside the grace period it is in flight (kept, and not counted by
+`keep_last`); past it, a step newer than the newest step known to be committed is kept
+in flight too, at any age, never residue (counted, a save that never committed would
+take the place of that step, and `keep_last` delete it); any other is not judged, as an unread DeepSpeed `latest`
+is not (a root whose files cannot be read at all would otherwise be all residue). Items
+whose name says optimizer (`opt_state/`) can be stripped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from governance.model.detectors.base import (
@@ -28,7 +40,8 @@ from governance.model.detectors.base import (
     parent,
     step_from_name,
 )
-from governance.model.types import Artifact, CatalogObject, Component, Kind
+from governance.model.detectors.residue import ORBAX_TMP, orbax_staging
+from governance.model.types import Artifact, CatalogObject, ClassifyOptions, Component, Kind
 
 COMMIT_FILES = ("_CHECKPOINT_METADATA", "commit_success.txt")
 _ITEM_FILES = ("_METADATA", "manifest.ocdbt", "_sharding")
@@ -72,8 +85,10 @@ class OrbaxDetector(Detector):
             return None
         base = basename(key)
         item_file = base in _ITEM_FILES or "/ocdbt.process_" in key
-        if not (base in COMMIT_FILES or item_file) or ".orbax-checkpoint-tmp-" in key:
+        if not (base in COMMIT_FILES or item_file):
             return None
+        if ORBAX_TMP in key and orbax_staging(key) is not None:
+            return None  # in a staging folder, under either naming: residue
         if base in COMMIT_FILES:
             unit = parent(key)
         else:
@@ -84,20 +99,46 @@ class OrbaxDetector(Detector):
         return Claim(unit, deep=True) if unit else None
 
     def build(self, unit: str, members: list[CatalogObject], ctx: Context) -> Artifact:
-        names = {o.key[len(unit) :] for o in members}
-        if on_filesystem(members):
-            verdict = _renamed_verdict(names)
-        else:
-            verdict = _object_store_verdict(unit, names, ctx)
-        return artifact(
-            unit,
-            Kind.CHECKPOINT,
-            self.layout,
-            members,
-            orbax_component,
-            step=step_from_name(basename(unit)),
-            verdict=verdict,
-        )
+        return self.build_all([(unit, members)], ctx)[0]
+
+    def build_all(
+        self, units: Sequence[tuple[str, list[CatalogObject]]], ctx: Context
+    ) -> list[Artifact]:
+        """The artifacts of a group's steps. A step whose `_CHECKPOINT_METADATA` could not
+        be read is judged last, against the steps of its folder known to be committed."""
+        judged: list[tuple[int | None, Verdict | None]] = []
+        committed: dict[str, int] = {}  # save folder -> its highest step known committed
+        for unit, members in units:
+            step = step_from_name(basename(unit))
+            names = {o.key[len(unit) :] for o in members}
+            verdict: Verdict | None
+            if on_filesystem(members):
+                verdict = _renamed_verdict(names)
+            else:
+                verdict = _object_store_verdict(unit, names, ctx)
+                if verdict is not None and verdict.complete and step is not None:
+                    folder = parent(unit)
+                    if step > committed.get(folder, -1):
+                        committed[folder] = step
+            judged.append((step, verdict))
+        out: list[Artifact] = []
+        for (unit, members), (step, verdict) in zip(units, judged, strict=True):
+            unread = verdict is None
+            if verdict is None:
+                newest = committed.get(parent(unit))
+                verdict = _unread_verdict(members, step, newest, ctx.options)
+            art = artifact(
+                unit,
+                Kind.CHECKPOINT,
+                self.layout,
+                members,
+                orbax_component,
+                step=step,
+                verdict=verdict,
+            )
+            art.unjudged = unread and not verdict.complete
+            out.append(art)
+        return out
 
 
 def _renamed_verdict(names: set[str]) -> Verdict:
@@ -129,9 +170,10 @@ def _renamed_verdict(names: set[str]) -> Verdict:
     return Verdict(True, "final name (renamed from its tmp folder), items with _METADATA")
 
 
-def _object_store_verdict(unit: str, names: set[str], ctx: Context) -> Verdict:
+def _object_store_verdict(unit: str, names: set[str], ctx: Context) -> Verdict | None:
     """On a store without rename `_CHECKPOINT_METADATA` is written when the save starts:
-    `commit_success.txt`, or a commit time in `_CHECKPOINT_METADATA`, says it committed."""
+    `commit_success.txt`, or a commit time in `_CHECKPOINT_METADATA`, says it committed.
+    None: `_CHECKPOINT_METADATA` is there and could not be read (see `_unread_verdict`)."""
     if COMMIT_FILES[1] in names:
         return Verdict(True, f"{COMMIT_FILES[1]} present")
     if COMMIT_FILES[0] not in names:
@@ -139,7 +181,7 @@ def _object_store_verdict(unit: str, names: set[str], ctx: Context) -> Verdict:
     meta = ctx.lookup(unit + COMMIT_FILES[0])
     loaded = ctx.load_json(meta)
     if not loaded.read:
-        return Verdict(True, f"{COMMIT_FILES[0]} present (unread)")
+        return None
     broken = loaded.problem(COMMIT_FILES[0])
     if broken is not None:  # read, and not a JSON object: no commit time in it
         return Verdict(False, f"{broken} and no commit_success.txt (not committed)")
@@ -151,3 +193,31 @@ def _object_store_verdict(unit: str, names: set[str], ctx: Context) -> Verdict:
         f"{COMMIT_FILES[0]} without commit_timestamp_nsecs and no commit_success.txt "
         "(save started, not committed)",
     )
+
+
+def _unread_verdict(
+    members: list[CatalogObject],
+    step: int | None,
+    newest_committed: int | None,
+    options: ClassifyOptions,
+) -> Verdict:
+    """A step on an object store whose `_CHECKPOINT_METADATA` could not be read (no
+    reader, the root out of reach, a failed read, another size than listed): whether it
+    committed is not known. Counted as complete, a save that never committed would take
+    a `keep_last` place and let a committed step be deleted; judged incomplete, a
+    committed step past the grace period would be residue, and deleted. So inside the
+    grace period it is in flight (kept, not counted), and past it, a step newer than the
+    newest step of its folder known to be committed (`newest_committed`) too, at any age
+    (`Artifact.unjudged`: never residue); any other (older, or no step of the folder
+    known) is not judged, as an unread DeepSpeed `latest` is not."""
+    name = COMMIT_FILES[0]
+    last = max(o.last_modified for o in members)
+    if options.as_of - last <= options.grace:
+        return Verdict(False, f"{name} not read: commit not known (a save may be in flight)")
+    if step is not None and newest_committed is not None and step > newest_committed:
+        return Verdict(
+            False,
+            f"{name} not read: commit not known, and newer than step {newest_committed}, "
+            "the newest known to be committed",
+        )
+    return Verdict(True, f"{name} present (unread)")
