@@ -120,7 +120,9 @@ def plan(
     _info(
         app, f"saved plan {made.plan_id} ({made.status}): {counted(made.summary.actions, 'action')}"
     )
-    if out_fmt != fmt:  # the same report twice (`--format html --out plan.html`): the file
+    if out_fmt != fmt or fmt == "json":
+        # the same report twice (`--format html --out plan.html`): the file alone; but
+        # JSON always goes to stdout too, so `--format json | jq` works whatever `--out`
         _print_plan(made, fmt)
     if out_path is not None and out_fmt is not None:
         _write_report(made, out_fmt, out_path)

@@ -382,11 +382,12 @@ def _build(
     # The roots' whole monthly bill, so the summary shows the bill before -> after.
     storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
     refused = refusal(deleted, totals, policy.safety, moved)
+    what_if = as_of > created_at + WHAT_IF_MARGIN
+    if what_if:  # (said in words too: a refused one's status does not say it)
+        notes.append(WHAT_IF_NOTE.format(as_of=as_of.isoformat().replace("+00:00", "Z")))
     if refused is not None:
         status = PlanStatus.REFUSED  # (the issue: over a limit is `refused`, what-if or not)
-        if as_of > created_at + WHAT_IF_MARGIN:
-            notes.append(WHAT_IF_NOTE.format(as_of=as_of.isoformat().replace("+00:00", "Z")))
-    elif as_of > created_at + WHAT_IF_MARGIN:
+    elif what_if:
         # everything in it looked older than it is (min_age and grace did not hold): a
         # plan to read, never to approve or apply, even once its as_of has passed
         status = PlanStatus.WHAT_IF

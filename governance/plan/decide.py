@@ -471,10 +471,8 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
         if not art.strippable and (
             _STATE_INSIDE in art.note or not STATE_COMPONENTS.isdisjoint(roles)
         ):
-            # one Lightning .ckpt, one DCP shard set: the detector says the state is inside
-            notes.append(
-                "kept whole: it cannot be stripped (optimizer state is not in separate files)"
-            )
+            # one Lightning .ckpt, one DCP shard set, a ZeRO-3 tag: the detector says why
+            notes.append(_why_whole(art.note))
         elif not art.strippable:  # stripped already, or saved without state files
             notes.append("kept whole: no optimizer, scheduler or RNG state files to drop")
         elif not unwanted:
@@ -796,6 +794,18 @@ def _keep_frozen(decisions: list[Decision]) -> None:
 
 
 _STATE_INSIDE = "cannot be stripped"
+
+
+def _why_whole(note: str) -> str:
+    """Why a checkpoint that holds state is kept whole by a tier that strips: the
+    detector's own words (a ZeRO-3 tag's weights live in its optimizer partitions; a
+    Lightning file holds its state inside), else the common reason."""
+    for part in note.split("; "):
+        if _STATE_INSIDE in part:
+            return f"kept whole: {part}"
+    return "kept whole: it cannot be stripped (optimizer state is not in separate files)"
+
+
 """What a detector's note says of a checkpoint whose state is inside its files."""
 
 

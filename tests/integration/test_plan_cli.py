@@ -163,6 +163,13 @@ def test_out_file_takes_its_format_from_the_suffix(
     assert again.stdout == ""
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
+    # but JSON goes to stdout whatever `--out` is (cli.md: `| jq` always works), and to
+    # the file too
+    data = tmp_path / "plan.json"
+    both = _run(catalog, "plan", "--policy", str(policy), "--format", "json", "--out", str(data))
+    assert both.exit_code == 0, both.stderr
+    assert json.loads(both.stdout) == json.loads(data.read_text(encoding="utf-8"))
+
 
 def test_a_report_that_fails_part_way_leaves_the_previous_one(
     setup: tuple[str, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -652,6 +652,9 @@ def test_a_plan_made_as_of_a_time_after_its_creation_is_a_what_if(
     )
     assert plan.actions  # deletes, which need approval
     assert plan.status is status
+    # and its notes say so in words, for every report (JSON readers see the status)
+    what_if = [n for n in plan.notes if n.startswith("what-if: made as of ")]
+    assert len(what_if) == (1 if status is PlanStatus.WHAT_IF else 0)
 
 
 @pytest.mark.parametrize("ahead", [timedelta(minutes=4), timedelta(days=30)])
@@ -949,3 +952,31 @@ def test_only_a_marker_in_the_runs_own_folder_is_kept_and_while_anything_of_it_s
     kept = kept_for(plan, done.key)
     assert kept is not None
     assert f"artifacts of the run stay ({R}logs/train.log)" in kept.reason
+
+
+@pytest.mark.parametrize(
+    ("note", "said"),
+    [
+        (
+            "ZeRO-3: the weights are in the optimizer partitions: cannot be stripped",
+            "kept whole: ZeRO-3: the weights are in the optimizer partitions",
+        ),
+        (
+            "optimizer state inside the file: cannot be stripped",
+            "kept whole: optimizer state inside the file",
+        ),
+    ],
+)
+def test_a_checkpoint_that_cannot_be_stripped_is_kept_whole_in_its_detectors_words(
+    note: str, said: str
+) -> None:
+    """A ZeRO-3 tag keeps its optimizer state in separate files, but its weights live
+    there too: the reason says that, not that the state is inside one file."""
+    cks = [checkpoint(R, s, 10 - s / 100, strippable=False) for s in (100, 200)]
+    for c in cks:
+        c.note = note
+    plan = make_plan([group("a", cks, RunStatus.COMPLETED)], policy(THIN_ALL))
+    kept = kept_for(plan, cks[0].key)
+    assert kept is not None
+    assert said in kept.reason
+    assert kinds(plan, cks[0].key) == []
