@@ -69,17 +69,31 @@ def root_clashes(
 
 
 def _overlap(url: str, other: str) -> bool:
+    """Whether one root holds the other, as written or where they really are (a local
+    root reached through a symbolic link is where the link points)."""
+    from governance.storage import real_place
+
     here, there = opened(url), opened(other)
+    if here.startswith(there) or there.startswith(here):
+        return True
+    here, there = real_place(here), real_place(there)
     return here.startswith(there) or there.startswith(here)
 
 
 def _clash_message(url: str, other: str) -> str:
-    if opened(url) == opened(other):
-        return f"root {url} is listed twice"
-    inner, outer = sorted((url, other), key=len, reverse=True)
+    from governance.storage import real_place
+
+    here, there = opened(url), opened(other)
+    linked = not (here.startswith(there) or there.startswith(here))
+    if linked:  # the same place only through a symbolic link
+        here, there = real_place(here), real_place(there)
+    through = f" (through a symbolic link: {real_place(opened(url))})" if linked else ""
+    if here == there:
+        return f"root {url} is listed twice{through}"
+    inner, outer = (url, other) if len(here) > len(there) else (other, url)
     return (
-        f"root {inner} is inside root {outer}: roots must not overlap (their objects would "
-        "be planned, counted and acted on twice)"
+        f"root {inner} is inside root {outer}{through}: roots must not overlap (their "
+        "objects would be planned, counted and acted on twice)"
     )
 
 

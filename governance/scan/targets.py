@@ -75,6 +75,18 @@ def excluded_prefixes(
 
 
 def prefixes_under(root_url: str, urls: Iterable[str]) -> tuple[str, ...]:
-    """The key prefixes, under `root_url`, of those of `urls` inside it (sorted, unique).
-    A URL that is the root itself is left out: a quarantine given as a root on purpose."""
-    return tuple(sorted({u[len(root_url) :] for u in urls if u.startswith(root_url)} - {""}))
+    """The key prefixes, under `root_url`, of those of `urls` inside it (sorted, unique),
+    as written or where they really are (a local quarantine reached through a symbolic
+    link, or a root: `storage.real_place`). A URL that is the root itself is left out: a
+    quarantine given as a root on purpose."""
+    from governance.storage import real_place
+
+    urls = list(urls)
+    found = {u[len(root_url) :] for u in urls if u.startswith(root_url)}
+    if root_url.startswith("file://"):
+        real_root = real_place(root_url)
+        for u in urls:
+            real = real_place(u) if u.startswith("file://") else u
+            if real.startswith(real_root):
+                found.add(real[len(real_root) :])
+    return tuple(sorted(found - {""}))

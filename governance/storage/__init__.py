@@ -162,6 +162,20 @@ _ONE_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/")
 """`s3:/bucket`: a scheme with one slash of its `//` lost, not a local folder `s3:`."""
 
 
+def real_place(url: str) -> str:
+    """Where a normalized URL really is: a `file://` URL with every symbolic link in its
+    path resolved (two paths to one folder are one place: a root reached through a link
+    holds what the linked folder holds), any other URL as it is.
+
+        >>> real_place("s3://bkt/runs/")
+        's3://bkt/runs/'
+    """
+    if not url.startswith("file://"):
+        return url
+    real = os.path.realpath(url[len("file://") :])
+    return "file://" + (real if real.endswith("/") else real + "/")
+
+
 def _file_url(path: str) -> str:
     absolute = os.path.abspath(os.path.expanduser(path))
     return "file://" + (absolute if absolute.endswith("/") else absolute + "/")
