@@ -114,6 +114,7 @@ def _quarantine_copy(
             item.quarantine_key or "",
             storage_class=class_for(source, dest, item.storage_class or "STANDARD"),
             size=item.size,
+            moving=True,  # the source is removed right after: a local copy may be a link
         )
 
     copied = run_pool(copy, items, concurrency)

@@ -33,7 +33,7 @@ from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
 from governance.apply.journal import CopiedInPlace, O, record_copies_in_place
-from governance.apply.modes import class_for, delete_keys, delete_version, run_pool
+from governance.apply.modes import class_for, delete_keys, delete_version, run_pool, s3_parts
 from governance.apply.types import (
     RestoredObject,
     RestoreReport,
@@ -47,6 +47,7 @@ from governance.storage.base import KeyResult, ObjectState, Store
 from governance.wording import counted
 
 CHUNK = 1000
+_TIME_SLACK_NS = 2_000_000_000  # a copy's time on a filesystem with coarse times
 STATES = ("removed", "purged", "restored")  # not `pending`: never removed
 
 
@@ -134,10 +135,48 @@ def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult
         return _WayBack(store)
     quarantine = open_destination(stores, row["quarantine_root"], row["root_url"])
     held = quarantine.head([row["quarantine_key"]]).get(row["quarantine_key"])
+    where = quarantine.uri(row["quarantine_key"])
     if held is None:
-        where = quarantine.uri(row["quarantine_key"])
         return KeyResult(key, False, error=f"copy back failed: {where}: no such key")
+    damage = _damage(row, held, on_disk=_on_disk(quarantine, store))
+    if damage is not None:
+        error = f"quarantine copy damaged, not copied back: {where} {damage}"
+        return KeyResult(key, False, error=error)
     return _WayBack(store, quarantine, held)
+
+
+def _damage(row: dict[str, Any], held: ObjectState, *, on_disk: bool) -> str | None:
+    """How the quarantine copy `held` is not the object apply removed, as far as its HEAD
+    tells (None: it is): its size, and where both sides are on local disk its
+    modification time, which every copy there keeps and every write changes (apply
+    checked both against the plan before it removed the object)."""
+    if held.size != row["size"]:
+        removed = counted(row["size"], "byte")
+        return f"is {counted(held.size, 'byte')}, the object removed was {removed}"
+    if on_disk and _times_differ(row["etag"], held.etag):
+        return "was modified after apply (its modification time is not the object's)"
+    return None
+
+
+def _on_disk(*stores: Store) -> bool:
+    """Whether all these stores are on local disk, where an ETag is an mtime token."""
+    return all(s.url.startswith("file://") for s in stores)
+
+
+def _times_differ(expected: str | None, found: str | None) -> bool:
+    """Whether two mtime tokens (`mtime:<ns>`) name different times: further apart than a
+    filesystem with coarse times (FAT: 2 s) can make a copy's time. Not tokens: False."""
+    a, b = _mtime_ns(expected), _mtime_ns(found)
+    return a is not None and b is not None and abs(a - b) > _TIME_SLACK_NS
+
+
+def _mtime_ns(token: str | None) -> int | None:
+    if not token or not token.startswith("mtime:"):
+        return None
+    try:
+        return int(token[len("mtime:") :])
+    except ValueError:
+        return None
 
 
 def _would(row: dict[str, Any], stores: StoreFactory) -> KeyResult:
@@ -177,6 +216,7 @@ def _restore_batch(
     """Each row's result, and for each object copied back (by row id), what it is now.
     `planned`: (action id, key) -> the storage class the plan saw the object in."""
     now: dict[int, ObjectState] = {}
+    unverified: dict[int, tuple[Store, ObjectState | None, KeyResult, str]] = {}
 
     def one(row: dict[str, Any]) -> KeyResult:
         key = row["key"]
@@ -188,14 +228,14 @@ def _restore_batch(
             return delete_version(store, key, row["marker_version_id"])
         was = (planned or {}).get((row["action_id"], key))
         wanted = class_for(quarantine, store, _class_back(held.storage_class, was))
-        copied = quarantine.copy(
-            row["quarantine_key"], store, key, storage_class=wanted, size=held.size
-        )
+        copied = _copy_back(quarantine, row["quarantine_key"], store, key, wanted, held.size)
         if not copied.ok:
             return KeyResult(key, False, error=f"copy back failed: {copied.error}")
         back = store.head([key]).get(key)
-        if back is None or back.size != row["size"]:
-            return KeyResult(key, False, error="copy back not verified (size differs)")
+        problem = _not_verified(row, held, back, on_disk=_on_disk(quarantine, store))
+        if problem is not None or back is None:
+            unverified[row["id"]] = (store, back, copied, problem or "")
+            return KeyResult(key, False, error=f"copy back not verified ({problem})")
         # the copy's own answer where the store gives one: it is what a listing says
         # (a HEAD's time has whole seconds only)
         now[row["id"]] = ObjectState(
@@ -209,6 +249,14 @@ def _restore_batch(
         return KeyResult(key, True)
 
     results = run_pool(one, rows, concurrency)
+    # Taken back once every copy of the batch is made: removing a file also removes the
+    # folders it leaves empty, which other copies back may be writing into meanwhile.
+    for i, row in enumerate(rows):
+        if row["id"] in unverified:
+            store, back, copied, problem = unverified[row["id"]]
+            taken = _take_back(store, row["key"], back, copied)
+            error = f"copy back not verified ({problem}): {taken}"
+            results[i] = KeyResult(row["key"], False, error=error)
     done_copies = [
         (r["quarantine_root"], r["quarantine_key"])
         for r, res in zip(rows, results, strict=True)
@@ -216,6 +264,62 @@ def _restore_batch(
     ]
     delete_keys(stores, done_copies)  # a copy left behind is purged later: harmless
     return results, now
+
+
+def _copy_back(
+    quarantine: Store,
+    quarantine_key: str,
+    store: Store,
+    key: str,
+    storage_class: str | None,
+    size: int,
+) -> KeyResult:
+    """Copy a checked quarantine copy back to its original key. It is a move (the copy
+    in quarantine is removed once the batch is verified), so on one local filesystem it
+    may be a hard link rather than a copy of the bytes (`Store.copy`'s `moving`)."""
+    return quarantine.copy(
+        quarantine_key, store, key, storage_class=storage_class, size=size, moving=True
+    )
+
+
+def _not_verified(
+    row: dict[str, Any], held: ObjectState, back: ObjectState | None, *, on_disk: bool
+) -> str | None:
+    """What is wrong with the object the copy back left at the original key (None: it
+    is the object apply removed, as far as a HEAD tells: its size, and on local disk the
+    modification time of the quarantine copy it was copied from)."""
+    if back is None:
+        return "nothing at the key after the copy"
+    if back.size != row["size"]:
+        return f"size differs: {counted(back.size, 'byte')}, not {row['size']:,}"
+    if on_disk and _times_differ(held.etag, back.etag):
+        return "modification time differs from the quarantine copy's"
+    return None
+
+
+def _take_back(store: Store, key: str, back: ObjectState | None, copied: KeyResult) -> str:
+    """Remove what a copy back that failed its verification wrote at `key` (restore
+    never writes over an object: the key was empty before), so the object stays as
+    apply left it, in quarantine, for the next restore to check again; but only when
+    the key still holds that copy (its ETag, and version where the store names one, as
+    the copy answered, else as the HEAD right after it found them). Says what it did."""
+    where = store.uri(key)
+    if back is None:
+        return "nothing was left at the original key"
+    mine = (copied.etag is None or back.etag == copied.etag) and (
+        copied.version_id is None or back.version_id == copied.version_id
+    )
+    now = store.head([key]).get(key)
+    if not mine or now is None or (now.etag, now.version_id) != (back.etag, back.version_id):
+        return f"{where} is not the copy restore wrote and was left as it is"
+    version = copied.version_id or back.version_id
+    if version is not None and s3_parts(store) is not None:
+        removed = delete_version(store, key, version)  # the very version written
+    else:
+        [removed] = store.delete([key])
+    if not removed.ok:
+        return f"removing the copy at {where} failed too: {removed.error}"
+    return "the copy at the original key was removed again; the quarantine copy is kept"
 
 
 def _class_back(held: str | None, planned: str | None) -> str | None:

@@ -130,9 +130,14 @@ class Store(Protocol):
         dest_key: str,
         storage_class: str | None = None,
         size: int | None = None,
+        *,
+        moving: bool = False,
     ) -> KeyResult:
         """Server-side copy when both sides allow it, keeping metadata and tags. `size`,
-        when the caller knows it (a plan's checked precondition), spares a lookup."""
+        when the caller knows it (a plan's checked precondition), spares a lookup.
+        `moving`: the caller removes the source right after (a quarantine, a restore), so
+        the copy need not be a file of its own (a local store may hard-link it); any
+        other copy (an archive) must be."""
         ...
 
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:

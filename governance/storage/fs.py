@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -53,6 +54,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_FIELDS = ("LastModified", "last_modified", "mtime", "modified", "updated", "created")
 _ETAG_FIELDS = ("ETag", "etag", "md5Hash")
 _COPY_CHUNK = 8 * 1024 * 1024
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})  # a write's errors: the target's
 
 
 class FsspecStore:
@@ -386,14 +388,26 @@ class FsspecStore:
         dest_key: str,
         storage_class: str | None = None,
         size: int | None = None,
+        *,
+        moving: bool = False,
     ) -> KeyResult:
         """Same-filesystem copy via the filesystem; otherwise stream the bytes across
-        (`size` is not needed here)."""
+        (`size` is not needed here).
+
+        The copy is a file of its own, as an S3 COPY is an object of its own: writing to
+        either in place never changes the other (an archive copy, and the quarantine copy
+        apply makes of the same source next, must not share their bytes). `moving`: the
+        caller removes the source right after, as part of the same operation (restore,
+        with a quarantine copy it has checked), so on one local filesystem the copy may
+        be a second name for the source's bytes (a hard link: no bytes read or written)
+        unless the source has another name already. On local disk the result carries
+        the copy's ETag (its mtime token) and time, as an S3 copy's does."""
         if storage_class and not (self.supports_storage_classes and dest.supports_storage_classes):
             return KeyResult(key, False, error=f"storage classes are not supported by {dest.url}")
+        written: os.stat_result | None = None
         try:
             if isinstance(dest, FsspecStore) and self._same_filesystem(dest):
-                self._copy_within(key, dest, dest_key, storage_class)
+                written = self._copy_within(key, dest, dest_key, storage_class, moving)
             elif isinstance(dest, WritableStore):
                 with self._open(key) as stream:
                     dest.put_stream(dest_key, stream, storage_class=storage_class)
@@ -405,7 +419,14 @@ class FsspecStore:
             if isinstance(exc, FileNotFoundError):
                 return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
             return KeyResult(key, False, error=str(translate(self.url, exc)))
-        return KeyResult(key, True)
+        if written is None:
+            return KeyResult(key, True)
+        return KeyResult(
+            key,
+            True,
+            etag=f"mtime:{written.st_mtime_ns}",
+            last_modified=datetime.fromtimestamp(written.st_mtime, UTC),
+        )
 
     def _blames(self, dest: Store, exc: Exception) -> bool:
         """Whether a failed local copy failed at `dest` (the path the error names lies
@@ -425,32 +446,37 @@ class FsspecStore:
         return self._local or self._fs.storage_options == other._fs.storage_options
 
     def _copy_within(
-        self, key: str, dest: FsspecStore, dest_key: str, storage_class: str | None
-    ) -> None:
+        self,
+        key: str,
+        dest: FsspecStore,
+        dest_key: str,
+        storage_class: str | None,
+        moving: bool = False,
+    ) -> os.stat_result | None:
+        """The copy on one filesystem; on local disk, what was written (its stat)."""
         source, target = self._path(key), dest._path(dest_key)
-        if self._local:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            # One temporary name per target: a copy killed between link and rename (a
-            # SIGKILLed apply) leaves it behind, and the next copy to the target, as a
-            # resumed apply makes, clears it instead of leaving a stray file for good.
-            temporary = _temporary_name(target, stable=True)
-            with contextlib.suppress(FileNotFoundError):
+        if not self._local:
+            extra = {"StorageClass": storage_class} if storage_class else {}
+            self._fs.copy(source, target, **extra)
+            return None
+        if source == target:  # a copy onto itself (a storage class change): nothing to do
+            return None
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        # One temporary name per target: a copy killed before its rename (a SIGKILLed
+        # apply) leaves it behind, and the next copy to the target, as a resumed apply
+        # makes, clears it instead of leaving a stray file for good.
+        temporary = _temporary_name(target, stable=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        try:
+            if not (moving and _link_alone(source, temporary)):
+                _copy_file(source, temporary)
+            written = os.stat(temporary)
+            os.replace(temporary, target)
+        finally:
+            if os.path.exists(temporary):
                 os.unlink(temporary)
-            try:
-                try:
-                    # Same filesystem: a hard link is a server-side copy that costs no space
-                    # (apply removes the source right after, so it amounts to a move) and
-                    # keeps sparse multi-GiB checkpoints from being materialised.
-                    os.link(source, temporary)
-                except OSError:
-                    shutil.copy2(source, temporary)  # keeps mode and times, like S3's COPY
-                os.replace(temporary, target)
-            finally:
-                if os.path.exists(temporary):
-                    os.unlink(temporary)
-            return
-        extra = {"StorageClass": storage_class} if storage_class else {}
-        self._fs.copy(source, target, **extra)
+        return written
 
     def _open(self, key: str) -> IO[bytes]:
         path = self._path(key)
@@ -492,6 +518,95 @@ class FsspecStore:
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:
         """Filesystems have no multipart uploads: always a failed, explained result."""
         return KeyResult(key, False, error=f"multipart uploads do not exist on {self._protocol}")
+
+
+def _link_alone(source: str, target: str) -> bool:
+    """Make `target` a second name of `source` (a hard link: the first half of a move,
+    no bytes read or written, a sparse multi-GiB checkpoint not materialised) when the
+    source has no other name; False where that cannot be done (another filesystem, no
+    links there) or must not: a source with another name already (one an older release
+    linked to an archive copy, a user's own link) would leave the copy sharing its bytes
+    with a file that stays."""
+    if os.stat(source, follow_symlinks=False).st_nlink != 1:
+        return False
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return False
+    return True
+
+
+def _copy_file(source: str, target: str) -> None:
+    """Write `target` anew as a copy of `source` that shares nothing with it, keeping mode
+    and times (as `shutil.copy2`, like S3's COPY keeps metadata) and holes as holes, so a
+    sparse checkpoint is not materialised. Data goes by `copy_file_range` where there is
+    one (in the kernel; on btrfs and XFS a copy-on-write clone, still a file of its own),
+    else through memory."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        fd_in, fd_out = src.fileno(), dst.fileno()
+        try:
+            size = os.fstat(fd_in).st_size
+            in_kernel = hasattr(os, "copy_file_range")
+            for start, end in _data_ranges(fd_in, size):
+                in_kernel = _copy_range(fd_in, fd_out, start, end, in_kernel)
+            os.ftruncate(fd_out, size)  # the hole at the end, if any
+            # on disk before the caller may remove the source (a quarantine copy is then
+            # the only one): the rename that follows must not outlive the bytes in a crash
+            os.fsync(fd_out)
+        except OSError as exc:
+            if exc.filename is None and exc.errno in _FULL:
+                exc.filename = target  # so that the error names the destination
+            raise
+    shutil.copystat(source, target)
+
+
+def _data_ranges(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) ranges of `fd` that hold data, below `size`; the whole file
+    where the filesystem cannot tell data from holes."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        yield 0, size
+        return
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, seek_data)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return  # nothing but a hole from here to the end
+            yield offset, size  # SEEK_DATA not supported here: all of it is data
+            return
+        if start >= size:
+            return
+        end = min(os.lseek(fd, start, seek_hole), size)
+        yield start, end
+        offset = end
+
+
+def _copy_range(fd_in: int, fd_out: int, start: int, end: int, in_kernel: bool) -> bool:
+    """Bytes [start, end) of `fd_in` to the same offsets of `fd_out`, by `copy_file_range`
+    while `in_kernel`; returns whether it is still worth a try for the next range."""
+    offset = start
+    while in_kernel and offset < end:
+        try:
+            n = os.copy_file_range(fd_in, fd_out, min(end - offset, 1 << 30), offset, offset)
+        except OSError:
+            in_kernel = False  # not between these filesystems, or not here: through memory
+            break
+        if n == 0:
+            break  # an early end, or a filesystem that copies nothing: read it to be sure
+        offset += n
+    while offset < end:
+        data = os.pread(fd_in, min(end - offset, _COPY_CHUNK), offset)
+        if not data:
+            break  # the source ended early (it shrank): the truncate sets the size
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd_out, view, offset)
+            view, offset = view[written:], offset + written
+    return in_kernel
 
 
 def _temporary_name(path: str, stable: bool = False) -> str:

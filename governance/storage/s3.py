@@ -469,6 +469,8 @@ class S3Store:
         dest_key: str,
         storage_class: str | None = None,
         size: int | None = None,
+        *,
+        moving: bool = False,  # (an object store's copy is a new object either way)
     ) -> KeyResult:
         """Copy one object, keeping its metadata (user metadata and Content-Type,
         Content-Encoding, Cache-Control, Content-Disposition, Content-Language, Expires),
