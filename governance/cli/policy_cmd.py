@@ -11,7 +11,7 @@ import click
 
 from governance.cli.output import emit_json, format_option
 from governance.errors import PolicyError
-from governance.policy import load_policy
+from governance.policy import Policy, load_policy
 from governance.wording import counted
 
 
@@ -31,6 +31,9 @@ def validate(path: str, fmt: str) -> None:
         if fmt == "json":  # the verdict on stdout for a pipe; the message on stderr too
             emit_json({"valid": False, "path": path, "problems": exc.problems})
         raise
+    warnings = not_acted_on(loaded)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     if fmt == "json":
         doc = {
             "valid": True,
@@ -38,9 +41,25 @@ def validate(path: str, fmt: str) -> None:
             "sha256": loaded.source_sha256,
             "roots": [root.url for root in loaded.storage],
             "rules": [rule.name for rule in loaded.rules],
+            "warnings": warnings,
         }
         emit_json(doc)
         return
     click.echo(
         f"policy OK: {counted(len(loaded.rules), 'rule')}, {counted(len(loaded.storage), 'root')}"
     )
+
+
+def not_acted_on(policy: Policy) -> list[str]:
+    """What a valid policy asks for that this release validates but does not do yet, where
+    a reader could count on it: a notice period nobody is told about."""
+    out = []
+    if policy.approval.mode == "notice":
+        out.append(
+            "approval.mode notice: notifications are not sent yet (the notify block is "
+            "validated only): a plan becomes applicable once notice_period has passed, "
+            "with no one told; govern plans lists the plans waiting it out"
+        )
+    if policy.budgets:
+        out.append("budgets: validated, not evaluated yet (no budget alerts are raised)")
+    return out

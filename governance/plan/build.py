@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import chain, islice, pairwise, repeat
 from operator import attrgetter, le, lt
 from typing import Any
@@ -235,6 +235,19 @@ DEDUPE_NOT_PLANNED = (
 )
 
 
+NOTICE_UNANNOUNCED = (
+    "approval.mode notice: no one is notified (the notify block is validated, but "
+    "notifications are not sent yet): unless rejected, this plan's actions can be applied "
+    "{period} after it was made, with no approval; govern plans lists it meanwhile"
+)
+
+
+def _span(span: timedelta) -> str:
+    """A notice period in words: `7d`, `36h`."""
+    hours = int(span.total_seconds() // 3600)
+    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
+
+
 def build_plan(
     roots: Iterable[RootSnapshot],
     policy: Policy,
@@ -379,12 +392,14 @@ def _build(
     notes += _versioning_notes(policy.apply.delete_mode, versioning, removing, copying)
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
+    if policy.approval.mode == "notice":
+        notes.append(NOTICE_UNANNOUNCED.format(period=_span(policy.approval.notice_period)))
     # The roots' whole monthly bill, so the summary shows the bill before -> after.
     storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
     refused = refusal(deleted, totals, policy.safety, moved)
     what_if = as_of > created_at + WHAT_IF_MARGIN
-    if what_if:  # (said in words too: a refused one's status does not say it)
-        notes.append(WHAT_IF_NOTE.format(as_of=as_of.isoformat().replace("+00:00", "Z")))
+    if what_if:  # first, in words too: a refused one's status does not say it
+        notes.insert(0, WHAT_IF_NOTE.format(as_of=as_of.isoformat().replace("+00:00", "Z")))
     if refused is not None:
         status = PlanStatus.REFUSED  # (the issue: over a limit is `refused`, what-if or not)
     elif what_if:

@@ -317,6 +317,8 @@ def test_five_days_on(bucket: Bucket) -> None:
     # not-applicable notes
     assert not [a for a in p.doc["actions"] if a["action"] == "transition"]
     notes = p.doc["notes"]
+    assert notes[0].startswith("what-if: made as of ")  # (planned as of 5 days on)
+    notes = notes[1:]
     assert notes[-1] == DEDUPE_NOT_PLANNED  # the example policy has a dedupe block
     assert not [n for n in notes if "not applicable" in n]
     # the long-term tier keeps best by eval_loss: runs that report none are named

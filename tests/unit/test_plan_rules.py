@@ -980,3 +980,17 @@ def test_a_checkpoint_that_cannot_be_stripped_is_kept_whole_in_its_detectors_wor
     assert kept is not None
     assert said in kept.reason
     assert kinds(plan, cks[0].key) == []
+
+
+def test_a_notice_mode_plan_says_that_no_one_is_notified() -> None:
+    """`approval.mode: notice` announces plans through `notify`, which sends nothing yet:
+    every report of such a plan says its actions become applicable unannounced."""
+    cks = [checkpoint(R, s, 40) for s in (100, 200, 300)]
+    body = KEEP_LAST_1 + "safety: {max_delete_fraction: 1}\n"
+    notice = make_plan(
+        [group("a", cks)], policy(body + "approval: {mode: notice, notice_period: 36h}\n")
+    )
+    [said] = [n for n in notice.notes if n.startswith("approval.mode notice")]
+    assert "can be applied 36h after it was made, with no approval" in said
+    plain = make_plan([group("a", cks)], policy(body))
+    assert not [n for n in plain.notes if n.startswith("approval.mode notice")]

@@ -737,14 +737,33 @@ def test_cli_validate_table_and_json() -> None:
     path = str(REPO / "policies" / "retention.yaml")
     result = CliRunner().invoke(policy_group, ["validate", path])
     assert result.exit_code == 0
-    assert result.output == "policy OK: 5 rules, 2 roots\n"
+    assert result.stdout == "policy OK: 5 rules, 2 roots\n"
+    # (the example's budgets block is validated, and nothing evaluates it yet: said so)
+    assert result.stderr == (
+        "warning: budgets: validated, not evaluated yet (no budget alerts are raised)\n"
+    )
     result = CliRunner().invoke(policy_group, ["validate", path, "--format", "json"])
     assert result.exit_code == 0
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["valid"] is True
     assert doc["path"] == path
     assert doc["sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
     assert doc["rules"] == ["failed-runs", "residue", "checkpoints", "logs", "datasets"]
+    assert doc["warnings"] == [
+        "budgets: validated, not evaluated yet (no budget alerts are raised)"
+    ]
+
+
+def test_cli_validate_warns_that_a_notice_period_is_announced_to_no_one(tmp_path: Path) -> None:
+    """`approval.mode: notice` promises a veto window announced through `notify`, which
+    sends nothing yet: a valid policy, and a warning that plans become applicable
+    without anyone being told."""
+    path = write(tmp_path, "approval: {mode: notice, notice_period: 2d}\nrules: []\n")
+    result = CliRunner().invoke(policy_group, ["validate", str(path)])
+    assert result.exit_code == 0
+    assert result.stderr.startswith("warning: approval.mode notice: notifications are not sent")
+    plain = write(tmp_path, "rules: []\n")
+    assert CliRunner().invoke(policy_group, ["validate", str(plain)]).stderr == ""
 
 
 def test_cli_validate_raises_policy_error(tmp_path: Path) -> None:
