@@ -40,6 +40,22 @@ def example_policy() -> Policy:
     return load_policy(EXAMPLE_POLICY_PATH)
 
 
+KEEP_LAST_1_RESIDUE = """
+layout: {runs: ["runs/{run}/"]}
+protect: {min_age: 12h}
+rules:
+  - name: residue
+    select: {kind: residue}
+    expire: {after: 12h}
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers: [{name: recent, keep_last: 1}]
+    otherwise: delete
+"""
+"""Runs under `runs/`, residue expires after 12h, each run keeps its newest checkpoint:
+what a completeness test plans with (the newest complete one kept, the rest deleted)."""
+
+
 def policy(body: str, *, storage: str = ROOT) -> Policy:
     """A policy from a YAML fragment (rules, protect, ...); `version` and `storage` added."""
     head = f"version: 1\nstorage:\n  - name: main\n    url: {storage}\n"

@@ -17,25 +17,21 @@ from governance.model.classify import classify
 from governance.model.types import Artifact, CatalogObject, ClassifyOptions, Kind, MetaReader
 from governance.plan.types import KeptHow
 from tests.fixtures import builders as b
-from tests.unit.plan_factories import AS_OF, actions_for, kept_for, make_plan, policy
+from tests.unit.plan_factories import (
+    AS_OF,
+    actions_for,
+    kept_for,
+    make_plan,
+    policy,
+)
+from tests.unit.plan_factories import (
+    KEEP_LAST_1_RESIDUE as KEEP_LAST_1,
+)
 
 H = timedelta(hours=1)
 CUT = b'{"global_step": 300, "max_st'
 RUN = "runs/live/"
 STATE = "trainer_state.json"
-
-KEEP_LAST_1 = """
-layout: {runs: ["runs/{run}/"]}
-protect: {min_age: 12h}
-rules:
-  - name: residue
-    select: {kind: residue}
-    expire: {after: 12h}
-  - name: checkpoints
-    select: {kind: checkpoint}
-    tiers: [{name: recent, keep_last: 1}]
-    otherwise: delete
-"""
 
 
 def arts(

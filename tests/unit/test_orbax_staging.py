@@ -35,25 +35,21 @@ from governance.model.types import (
 from governance.plan.types import KeptHow, Plan
 from governance.scan.metadata import is_metadata_key
 from tests.fixtures import builders as b
-from tests.unit.plan_factories import AS_OF, actions_for, kept_for, make_plan, policy
+from tests.unit.plan_factories import (
+    AS_OF,
+    actions_for,
+    kept_for,
+    make_plan,
+    policy,
+)
+from tests.unit.plan_factories import (
+    KEEP_LAST_1_RESIDUE as KEEP_LAST_1,
+)
 
 H = timedelta(hours=1)
 DAY = timedelta(days=1)
 LATE = b.T0 + 30 * DAY  # far outside the 3-day grace period of the writes at T0
 CKPT = "runs/jx/ckpt/"
-
-KEEP_LAST_1 = """
-layout: {runs: ["runs/{run}/"]}
-protect: {min_age: 12h}
-rules:
-  - name: residue
-    select: {kind: residue}
-    expire: {after: 12h}
-  - name: checkpoints
-    select: {kind: checkpoint}
-    tiers: [{name: recent, keep_last: 1}]
-    otherwise: delete
-"""
 
 
 def tier_of(plan: Plan, key: str) -> str | None:
