@@ -171,11 +171,22 @@ class ActionRunner:
         for c in checks:
             a = c.action
             if a.action is ActionType.ARCHIVE and a.dest_url is not None:
-                dest = normalize_url(a.dest_url)
                 rel = a.artifact.uri[len(a.artifact.root_url) :]
                 for o in c.todo:
-                    dest_key = o.key[len(rel) :] if o.key.startswith(rel) and rel else o.key
+                    dest, dest_key = archive_destination(a.dest_url, rel, o.key)
                     items.append((a.id, a.artifact.root_url, o.key, dest, dest_key))
+        # Two objects bound for one destination (two roots of one layout archived to one
+        # place): the first goes, the others fail; never one copy over another.
+        first: dict[tuple[str, str], tuple[int, str]] = {}
+        for action_id, root, key, dest, dest_key in items:
+            taken = first.setdefault((dest, dest_key), (action_id, root + key))
+            if taken[0] != action_id:
+                errors.setdefault(
+                    action_id,
+                    f"archive copy of {key} failed: {dest}{dest_key} is the destination of "
+                    f"{taken[1]} too (two objects archived to one place)",
+                )
+        items = [i for i in items if i[0] not in errors]
         _collect(copy_to(items, self.stores, self.concurrency), errors, "archive copy")
 
     def _in_place(
@@ -443,3 +454,22 @@ def _aborted(sent: int, gone: int) -> str:
 
 def _objects(n: int) -> str:
     return counted(n, "object")
+
+
+def archive_destination(dest_url: str, rel: str, key: str) -> tuple[str, str]:
+    """Where an archive by copy puts one object of its artifact: (destination root URL,
+    key under it). `dest_url` is the artifact's destination (`archive.url` + its key),
+    `rel` the artifact's key under its root: a folder's objects keep their path under it;
+    a one-file artifact (a Lightning `.ckpt`) is the file `dest_url` names, not a key
+    under a folder of that name.
+
+        >>> archive_destination("s3://cold/runs/a/c-1/", "runs/a/c-1/", "runs/a/c-1/w.bin")
+        ('s3://cold/runs/a/c-1/', 'w.bin')
+        >>> archive_destination("s3://cold/runs/l/e.ckpt", "runs/l/e.ckpt", "runs/l/e.ckpt")
+        ('s3://cold/runs/l/', 'e.ckpt')
+    """
+    if rel and not rel.endswith("/") and key == rel:
+        head, _, name = dest_url.rpartition("/")
+        return normalize_url(head + "/"), name
+    dest = normalize_url(dest_url)
+    return dest, key[len(rel) :] if key.startswith(rel) and rel else key

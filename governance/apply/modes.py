@@ -158,7 +158,9 @@ def copy_in_place(
 def copy_to(
     items: Sequence[tuple[int, str, str, str, str]], stores: StoreFactory, concurrency: int
 ) -> dict[tuple[int, str], KeyResult]:
-    """Copy (action id, root, key, dest root, dest key) and verify the copy's size."""
+    """Copy (action id, root, key, dest root, dest key) and verify the copy's size. An
+    object already at the destination is never overwritten, unless it is this one's copy
+    (its size and ETag: an interrupted apply made it)."""
 
     def copy(item: tuple[int, str, str, str, str]) -> KeyResult:
         _, root, key, dest_root, dest_key = item
@@ -166,6 +168,13 @@ def copy_to(
         before = source.head([key]).get(key)
         if before is None:
             return KeyResult(key, False, error=f"{source.uri(key)}: no such key")
+        there = dest.head([dest_key]).get(dest_key)
+        if there is not None and (there.size, there.etag) != (before.size, before.etag):
+            return KeyResult(
+                key,
+                False,
+                error=f"{dest.uri(dest_key)} holds another object already: not overwritten",
+            )
         # a copy of the object as it is, in its class (its size spares the copy a lookup)
         wanted = class_for(source, dest, before.storage_class)
         result = source.copy(key, dest, dest_key, storage_class=wanted, size=before.size)
