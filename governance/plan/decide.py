@@ -349,11 +349,15 @@ def _movable(objects: list[CatalogObject], target: str) -> tuple[list[CatalogObj
         stays.append(f"{counted(restore, 'object')} {_NEEDS_RESTORE}")
     if small:
         stays.append(
-            f"{counted(small, 'object')} under {format_bytes(minimum)} stay where they are "
+            f"{counted(small, 'object')} under {format_bytes(minimum)} "
+            f"{'stays where it is' if small == 1 else 'stay where they are'} "
             f"({target} bills a minimum object size)"
         )
     if unknown:
-        stays.append(f"{counted(unknown, 'object')} in a class outside the waterfall stay")
+        stays.append(
+            f"{counted(unknown, 'object')} in a class outside the waterfall "
+            f"{'stays' if unknown == 1 else 'stay'}"
+        )
     return move, stays
 
 

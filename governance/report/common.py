@@ -132,7 +132,19 @@ def kept_dict(k: KeptArtifact) -> dict[str, Any]:
 
 
 def usd(value: float) -> str:
-    return f"${value:,.2f}"
+    """Dollars to the cent, the sign first: `$1,234.50`, `-$0.12`."""
+    text = f"${abs(value):,.2f}"
+    return f"-{text}" if value < 0 and text != "$0.00" else text
+
+
+def saving_words(saving: float) -> str:
+    """What a plan does to the monthly bill, in words a reader cannot take the wrong way:
+    a plan whose copies cost more (an archive copy lands in STANDARD) says so."""
+    if saving > 0:
+        return f"saves {usd(saving)}/month"
+    if saving < 0:
+        return f"costs {usd(-saving)}/month more"
+    return "no change to the monthly bill"
 
 
 def savings(plan: Plan) -> float:

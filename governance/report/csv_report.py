@@ -52,7 +52,19 @@ def iter_rows(plan: Plan) -> Iterator[tuple[object, ...]]:
 
 
 def write_csv(plan: Plan, out: TextIO) -> None:
-    """The header, then a row per object, written as they come."""
+    """The header, then a row per object, written as they come.
+
+    Lines end in '\n', and the csv module then quotes a field holding '\n' but not one
+    holding a carriage return, which every reader takes for a line break: a row whose
+    text holds one (a key may) is written with every field quoted, so each object stays
+    one row."""
     writer = csv.writer(out, lineterminator="\n")
+    quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(COLUMNS)
-    writer.writerows(iter_rows(plan))
+    for row in iter_rows(plan):
+        # (the fields that hold names or words: the artifact's and object's URIs, the
+        # rule, the reason; checked by what the row's text holds, not field by field)
+        if "\r" in f"{row[2]}{row[6]}{row[7]}{row[13]}":
+            quoted.writerow(row)
+        else:
+            writer.writerow(row)

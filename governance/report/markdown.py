@@ -12,7 +12,15 @@ from typing import TextIO
 
 from governance.plan.types import Plan
 from governance.policy.units import format_bytes
-from governance.report.common import by_run, deletes, iso, savings, timeline, usd
+from governance.report.common import (
+    by_run,
+    deletes,
+    iso,
+    saving_words,
+    savings,
+    timeline,
+    usd,
+)
 
 ACTION_LIMIT = 5000
 """Markdown tables beyond this many rows help nobody; the CSV has every object."""
@@ -24,7 +32,7 @@ def _cell(value: object) -> str:
     `<img src=x onerror=...>`, a reason saying "<yet>": Markdown passes HTML through, so a
     viewer would run the one and hide the other)."""
     text = "" if value is None else str(value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
     if "<" not in text and ">" not in text and "&" not in text:
         return text
     parts = text.split("`")
@@ -88,7 +96,7 @@ def render_markdown(plan: Plan) -> str:
     out += [
         "",
         f"**Monthly cost:** {usd(s.monthly_cost_before_usd)} → {usd(s.monthly_cost_after_usd)}"
-        f" (saves {usd(savings(plan))}/month)",
+        f" ({saving_words(savings(plan))})",
     ]
     if s.early_deletion_usd or s.request_cost_usd:
         out += [
@@ -169,7 +177,7 @@ def _timeline(plan: Plan) -> list[str]:
     out = ["## Checkpoints per run", ""]
     many_roots = len({row.root_url for row in rows}) > 1
     for row in rows:
-        steps = ", ".join(f"{c.label} {c.phrase}" for c in row.cells)
+        steps = ", ".join(f"{_cell(c.label)} {c.phrase}" for c in row.cells)
         where = f" ({_cell(row.root_url)})" if many_roots else ""  # as the html report does
         out.append(f"- **{_cell(row.run)}**{where}: {steps}")
     return [*out, ""]

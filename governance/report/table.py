@@ -27,11 +27,13 @@ from governance.report.common import (
     deletes,
     iso,
     roots_of,
+    saving_words,
     savings,
     timeline,
     usd,
 )
 from governance.report.layout import Packed, print_fitted
+from governance.wording import counted
 
 ACTION_LIMIT = 2000
 RUN_LIMIT = 200
@@ -90,7 +92,7 @@ def print_table(plan: Plan, console: Console) -> None:
     if plan.refusal:
         console.print(f"[bold red]REFUSED:[/bold red] {escape(plan.refusal)}")
     console.print(
-        f"{s.actions:,} actions on {s.objects:,} objects: "
+        f"{counted(s.actions, 'action')} on {counted(s.objects, 'object')}: "
         f"[red]{format_bytes(s.bytes_deleted)} deleted[/red], "
         f"{format_bytes(s.bytes_transitioned)} transitioned, "
         f"{format_bytes(s.bytes_archived)} archived"
@@ -99,9 +101,11 @@ def print_table(plan: Plan, console: Console) -> None:
     if gone is not None:
         style = "bold red" if gone.permanent else "bold"
         console.print(Text.assemble(("deletes: ", "bold"), (gone.how, style)))
+    saving = savings(plan)
+    colour = "green" if saving > 0 else "yellow" if saving < 0 else "default"
     console.print(
         f"monthly cost {usd(s.monthly_cost_before_usd)} -> {usd(s.monthly_cost_after_usd)} "
-        f"([green]saves {usd(savings(plan))}/month[/green]); one-off: "
+        f"([{colour}]{saving_words(saving)}[/{colour}]); one-off: "
         f"{usd(s.early_deletion_usd)} early deletion, {usd(s.request_cost_usd)} requests"
     )
     for note in plan.notes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 
 from governance.report import render
 from tests.unit.plan_samples import sample_plan
@@ -40,6 +41,17 @@ def test_one_row_per_object_with_the_required_columns() -> None:
     assert rows[-1]["reason"] == "duplicate of s3://ml-artifacts/w.bin, a comma, here"
     assert rows[1]["tier"] == ""
     assert rows[2]["tier"] == "mid-term"
+
+
+def test_a_key_with_a_carriage_return_stays_one_row() -> None:
+    """The csv module quotes a field with '\n' but not one with '\r' (lines end in
+    '\n'), which readers take for a line break: such a row is quoted whole."""
+    plan = sample_plan()
+    a = plan.actions[0]
+    a.objects[0] = replace(a.objects[0], key=a.objects[0].key + "\rname.log")
+    rows = list(csv.DictReader(io.StringIO(render(plan, "csv"), newline="")))
+    assert [r["object_uri"] for r in rows] == [x.uri_of(o) for x in plan.actions for o in x.objects]
+    assert rows[0]["object_uri"].endswith("\rname.log")
 
 
 def test_empty_plan_is_just_a_header() -> None:

@@ -122,3 +122,19 @@ def test_an_unmatched_backtick_opens_no_code_span_for_markup() -> None:
 
     assert _cell("a`<img src=x onerror=alert(1)>") == "a`&lt;img src=x onerror=alert(1)&gt;"
     assert _cell("`<kept>` and <escaped>") == "`<kept>` and &lt;escaped&gt;"
+
+
+def test_a_step_less_checkpoints_name_in_the_timeline_is_text_not_markup() -> None:
+    """A checkpoint without a step is named by its file in the per-run timeline: a name
+    such as `<img src=x onerror=...>` must show as typed, not run in a viewer."""
+    from governance.model.types import RunStatus
+    from tests.unit.plan_factories import checkpoint, group, make_plan, policy
+
+    run = "runs/a/"
+    odd = checkpoint(run, None, 20, name="<img src=x onerror=alert(1)>")
+    cks = [checkpoint(run, s, 10 - s / 100) for s in (100, 200)] + [odd]
+    body = "rules:\n  - {name: c, select: {kind: checkpoint}, tiers: [{name: r, keep_last: 1}], otherwise: delete}\nsafety: {max_delete_fraction: 1}\n"
+    md = render(make_plan([group("a", cks, RunStatus.COMPLETED)], policy(body)), "md")
+    timeline = md[md.index("## Checkpoints per run") :].split("\n\n")[1]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in timeline
+    assert "<img" not in timeline

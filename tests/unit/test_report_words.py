@@ -47,6 +47,22 @@ def test_the_saving_is_the_difference_of_the_printed_costs_in_every_format() -> 
     assert '<div class="n">$0.00</div><div class="l">one-off: early deletion $0.00' in doc
 
 
+def test_a_plan_that_raises_the_bill_says_so_in_every_format() -> None:
+    """An archive copy lands in STANDARD: moving IA objects out may cost more a month.
+    No format may show that as a saving (before: "saves $-0.12", in green)."""
+    plan = sample_plan()
+    plan.summary = replace(plan.summary, monthly_cost_before_usd=0.60, monthly_cost_after_usd=0.72)
+    assert "$0.60 -> $0.72 (costs $0.12/month more)" in render(plan, "table")
+    assert "$0.60 → $0.72 (costs $0.12/month more)" in render(plan, "md")
+    doc = render(plan, "html")
+    assert '<div class="card cost"><div class="n">$0.12</div><div class="l">more per month' in doc
+    assert "saved per month" not in doc
+    for fmt in ("table", "md", "html"):
+        assert "$-" not in render(plan, fmt)
+    plan.summary = replace(plan.summary, monthly_cost_after_usd=0.60)
+    assert "(no change to the monthly bill)" in render(plan, "md")
+
+
 def test_govern_plans_saves_column_matches_the_reports() -> None:
     from governance.cli.plan_cmd import _headers_table
 
