@@ -296,8 +296,14 @@ class TimelineRow:
 
 
 def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[TimelineRow]:
-    """Per run, its checkpoints in step order with the state each ends in after the plan."""
+    """Per run, its checkpoints in step order with the state each ends in after the plan.
+
+    A checkpoint judged incomplete past the grace period is residue, and still a step of
+    its run: shown (deleted, mostly), or a reader would count one step fewer than the
+    plan deletes."""
     wanted = set(kinds)
+    if "checkpoint" in wanted:
+        wanted.add(_STEPPED_RESIDUE)
     found: dict[tuple[str, str], dict[str, Cell]] = {}
     # A plan lists an artifact's actions together and a run's artifacts together: the
     # run's cells are looked up once per run, not once per action (there may be millions).
@@ -318,13 +324,19 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
             c = cells[ref.uri] = Cell(label, "kept", [], ref.uri, ref.step)
         return c
 
+    def shown(ref: ArtifactRef) -> bool:
+        kind = ref.kind
+        if kind == "residue":  # (only a half-written checkpoint: it has a step)
+            kind = _STEPPED_RESIDUE if ref.step is not None else kind
+        return kind in wanted and ref.run is not None
+
     for a in plan.actions:
         ref = a.artifact
-        if ref.kind in wanted and ref.run is not None:
+        if shown(ref):
             _add_state(cell(ref), action_state[a.action], f"#{a.id} {a.action}: {a.reason}")
     for k in plan.kept:
         ref = k.artifact
-        if ref.kind in wanted and ref.run is not None:
+        if shown(ref):
             _add_state(cell(ref), kept_state[k.how], f"kept ({k.how}): {k.reason}")
     rows = []
     order = STATES.index
@@ -337,6 +349,9 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
             )
         rows.append(TimelineRow(root, run, ordered))
     return rows
+
+
+_STEPPED_RESIDUE = "residue with a step"
 
 
 def _step_order(c: Cell) -> tuple[bool, int, str]:

@@ -85,3 +85,22 @@ def test_the_markdown_timeline_names_the_root_when_there_are_several() -> None:
     md = render(plan, "md")
     assert f"- **r1** ({ROOT}): 100 kept whole" in md
     assert f"- **r1** ({other}): 200 kept whole" in md
+
+
+def test_a_half_written_checkpoint_deleted_as_residue_is_a_step_of_the_timeline() -> None:
+    """Past the grace period an incomplete checkpoint is residue, and deleted: the run's
+    timeline shows that step deleted (before, it left it out, one step short of what the
+    by-run table and the actions count); residue without a step stays out of it."""
+    done = _run("runs/a/", (100, 200))
+    torn = checkpoint("runs/a/", 300, age_days=10, complete=False)  # residue (past grace)
+    body = KEEP_NEWEST + "  - {name: residue, select: {kind: residue}, expire: {after: 1d}}\n"
+    plan = make_plan(
+        [group("a", [*done, torn])], policy(body + "safety: {max_delete_fraction: 1}\n")
+    )
+    assert any(a.artifact.uri.endswith("checkpoint-300/") for a in plan.actions)
+    [row] = timeline(plan)
+    assert [(c.label, c.state) for c in row.cells] == [
+        ("100", "deleted"),
+        ("200", "kept"),
+        ("300", "deleted"),
+    ]
