@@ -124,8 +124,10 @@ def apply_plan(
             else:
                 yield action
 
+    execution_id: int | None = None
+
     def pipeline(batches: Iterator[list[PlannedAction]]) -> CheckPipeline:
-        return CheckPipeline(
+        made = CheckPipeline(
             engine,
             plan_id,
             batches,
@@ -135,6 +137,8 @@ def apply_plan(
             made_at=header.created_at,
             scans=header.scans,
         )
+        made.execution_id = execution_id  # (the second pass's: this apply's)
+        return made
 
     with (
         page_cache(engine),  # the plan is read through once: a big page cache is wasted
@@ -148,7 +152,6 @@ def apply_plan(
         # verified against the fingerprinted digests before it is acted on or reported
         # (`scan.verify_all`), and a refusal here gives the lock back and leaves no
         # execution behind.
-        execution_id = None
         if not dry_run:
             execution_id = journal.start_execution(
                 engine,
@@ -158,6 +161,7 @@ def apply_plan(
                 delete_mode=config.delete_mode,
                 only_non_destructive=only_non_destructive,
             )
+            checks.execution_id = execution_id  # before its first check
         try:
             done.update(journal.final_action_ids(engine, plan_id))
             _open_stores(header.scans, stores)
@@ -264,6 +268,7 @@ class CheckPipeline:
         self._depth = depth
         self._pool = ThreadPoolExecutor(depth, thread_name_prefix="govern-check")
         self._ahead: deque[Future[Batch]] = deque()
+        self.execution_id: int | None = None  # this apply's (set once it has one)
 
     def __enter__(self) -> CheckPipeline:
         return self
@@ -315,6 +320,7 @@ class CheckPipeline:
             held=self._held,
             links_read=self._links_read,
             moved=moved,
+            copies_since=journal.first_started(self._engine, self._plan_id, self.execution_id),
         )
         return chunk, pending, checks
 
@@ -378,6 +384,7 @@ def _execute(
 
             def finish(batch: StartedBatch, removing: Future[Removed]) -> None:
                 outcomes = runner.finish(engine, batch, removing.result())
+                _record_removed_before(engine, runner, batch)
                 held.note(outcomes)
                 report.add(outcomes)
                 journal.heartbeat(engine, plan_id, execution_id, _clock())
@@ -474,6 +481,36 @@ def _finish(
         report.executions = journal.executions(engine, plan_id)
     finally:
         journal.release(engine, plan_id, execution_id)
+
+
+def _record_removed_before(engine: Engine, runner: ActionRunner, batch: StartedBatch) -> None:
+    """Record what an interrupted apply removed of the batch's skipped removals (a
+    checkpoint it deleted all but one object of, that one written again since: stale, the
+    rest not acted on): their `pending` rows become `removed` (with the delete marker, in
+    versioned mode), their catalog rows gone, so that `govern restore` brings them back
+    and the quarantine purge counts from now. Skipped, such an action is checked again by
+    the next apply, which finds them removed (and records nothing twice)."""
+    from governance.catalog.removals import mark_removed_gone
+
+    skipped = [c for c in batch.checks if c.skip is not None and c.removed_before]
+    if not skipped:
+        return
+    found = [Check(c.action, already=list(c.removed_before)) for c in skipped]
+    removed = runner._recovered(found, batch.pending)  # the markers, as for a resumed action
+    gone = [(c.action.artifact.root_url, o.key, "", o.size) for c in found for o in c.already]
+    config = runner.config
+    now = _clock()
+    purge_after = now + config.quarantine_for if config.delete_mode == "quarantine" else None
+    with engine.begin() as conn:
+        journal.mark_removed(
+            conn,
+            runner.plan_id,
+            removed,
+            execution_id=runner.execution_id,
+            now=now,
+            purge_after=purge_after,
+        )
+        mark_removed_gone(conn, gone, actor=runner.actor, now=now)
 
 
 def _execution_status(scan: PlanScan, report: ExecutionReport) -> str:

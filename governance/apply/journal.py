@@ -17,7 +17,7 @@ import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, insert, select, update
@@ -349,6 +349,20 @@ def iter_result_pages(
         if len(rows) < page:
             return
         after = int(rows[-1][0])
+
+
+def first_started(engine: Engine, plan_id: str, current: int | None) -> datetime | None:
+    """When the first apply of the plan other than `current` (this one) started; None
+    when there was none. Only such an earlier (interrupted) apply can have made what this
+    one finds done already without a journal row to say so (a copy in place)."""
+    with engine.connect() as conn:
+        query = select(E.c.started_at).where(E.c.plan_id == plan_id)
+        if current is not None:
+            query = query.where(E.c.id != current)
+        started = conn.execute(query.order_by(E.c.started_at).limit(1)).scalar()
+    if started is None:
+        return None
+    return started if started.tzinfo is not None else started.replace(tzinfo=UTC)
 
 
 def executions(engine: Engine, plan_id: str) -> list[ExecutionSummary]:

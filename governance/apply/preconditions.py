@@ -17,7 +17,14 @@ An incomplete upload to abort is looked for in one listing of the root's uploads
 
 An object that is gone but has a `pending` removal row was removed by an apply that was
 killed before it could record so: it counts as removed, not as stale (for quarantine,
-only when its quarantine copy is there).
+only when its quarantine copy is there). When the rest of such an action is skipped all
+the same (another of its objects changed since the plan), those objects are kept in
+`Check.removed_before`, for the executor to record as removed (restorable), and the
+reason says the action was partly carried out.
+
+An object of a transition (or archive by class) found in the target class already is done
+only when it is what an interrupted apply's copy would leave (`_copied_before`), or is
+unchanged since the plan; anything else there is a changed object.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import os
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from governance.apply.folders import (
@@ -72,6 +79,10 @@ class Check:
     skip: str | None = None  # the reason, when the action is skipped
     final: bool = False  # a skip that is for good (lock, not applicable)
     failed: bool = False  # the check itself could not be made: the action fails, for now
+    removed_before: list[ObjectRef] = field(default_factory=list)
+    """Of a removal skipped all the same (stale, locked...), the objects an interrupted
+    apply removed already: never forgotten, the executor records them as removed (so
+    that `govern restore` brings them back) although the rest is not acted on."""
 
     def block(self, finding: Finding) -> Check:
         """Not acted on: for good, or (not final) a failure that a later apply retries."""
@@ -81,9 +92,28 @@ class Check:
         return self
 
     def skip_for(self, reason: str) -> None:
-        """Skip the whole action (nothing of it is done), for `reason`."""
-        self.skip = reason
+        """Skip the whole action (nothing more of it is done), for `reason`. What an
+        interrupted apply removed of it already is kept in `removed_before`, and the
+        reason says so: the action was partly carried out, the rest is skipped."""
+        if self.already and removes_objects(self.action):
+            self.removed_before = [*self.removed_before, *self.already]
+        self.skip = _partly(reason, len(self.removed_before), len(self.action.objects))
         self.todo, self.already, self.copied_before = [], [], []
+
+
+def _partly(reason: str, removed: int, total: int) -> str:
+    """`stale: partly carried out by an interrupted apply (6 of 7 objects removed
+    already: recorded as removed, `govern restore` brings them back); the rest skipped:
+    K was rewritten (ETag differs) since the plan was made`."""
+    if not removed:
+        return reason
+    done = (
+        f"partly carried out by an interrupted apply ({removed:,} of {total:,} objects "
+        "removed already: recorded as removed, `govern restore` brings them back)"
+    )
+    if reason.startswith("stale: "):
+        return f"stale: {done}; the rest skipped: {reason[len('stale: ') :]}"
+    return f"{reason}; {done}, the rest skipped"
 
 
 @dataclass(slots=True)
@@ -101,6 +131,9 @@ class Seen:
     restored: Collection[tuple[str, str]] = ()  # (root URL, key): `_skip_restored` says so
     kept: dict[int, list[KeptFile]] = field(default_factory=dict)  # strip id -> what it keeps
     linked: dict[int, str] = field(default_factory=dict)  # action id -> a link to it now
+    copies_since: datetime | None = None
+    """When the first earlier apply of the plan started (None: there was none): an object
+    copied in place since then, as that copy would leave it, is done already."""
 
 
 def check_actions(
@@ -116,6 +149,7 @@ def check_actions(
     held: HeldAtPlan | None = None,
     links_read: LinksRead | None = None,
     moved: Collection[tuple[str, str]] = (),
+    copies_since: datetime | None = None,
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can.
 
@@ -136,12 +170,15 @@ def check_actions(
     kept files (those it does not name) vanished or changed since is stale (see `kept`).
     `links_read`: the folders earlier batches read for symbolic links (see `links`).
     `moved`: (root URL, key) of what an earlier apply of the plan removed for the other
-    actions of the strips' artifacts (an archive of what a strip keeps)."""
+    actions of the strips' artifacts (an archive of what a strip keeps).
+    `copies_since`: when the first earlier (interrupted) apply of the plan started, None
+    when there was none; only such an apply can have copied an object in place (see
+    `_copied_before`)."""
     started = {action_id for action_id, _ in pending}
     kept = kept_files(actions, held, started, moved)
     extra = {i: [f.key for f, _ in files] for i, files in kept.items()}
     states, listed = _current_states(actions, stores, concurrency, extra)
-    seen = Seen(states, restored=restored, kept=kept)
+    seen = Seen(states, restored=restored, kept=kept, copies_since=copies_since)
     seen.quarantined, seen.unread_quarantine = _quarantine_copies(actions, states, stores, pending)
     seen.tagged = protected_now(actions, stores, protected_tags or {}, concurrency)
     seen.rest = rest_protected(actions, stores, protected_tags or {}, now, concurrency)
@@ -324,37 +361,49 @@ def _check_one(
     if target_class is not None and not stores(root).supports_storage_classes:
         return check.block((f"not applicable: {root} has no storage classes", True))
     problems: list[str] = []
+    # A reason not to act found on one object is acted on once every object is looked
+    # at: what an interrupted apply removed already is recorded all the same.
+    blocked: Finding | None = None
     for obj in action.objects:
         state = seen.states.get((root, obj.key))
         if state is None:
             row = pending.get((action.id, obj.key)) or {}
             if row.get("quarantine_root") in seen.unread_quarantine:
                 why = seen.unread_quarantine[row["quarantine_root"]]
-                return check.block((f"quarantine copy of {obj.key} cannot be read ({why})", False))
-            if _removed_before(action, obj, pending, seen.quarantined):
+                blocked = blocked or (f"quarantine copy of {obj.key} cannot be read ({why})", False)
+            elif _removed_before(action, obj, pending, seen.quarantined):
                 check.already.append(obj)
             else:
                 problems.append(f"{obj.key} vanished")
             continue
         lock = lock_reason(obj.key, state, now)
         if lock is not None:
-            return check.block((lock, True))
+            blocked = blocked or (lock, True)
+            continue
         found = seen.tagged.get((root, obj.key)) or seen.rest.get(action.id)
         if found is not None:
-            return check.block(found)
-        if target_class is not None and (state.storage_class, state.size) == (
-            target_class,
-            obj.size,
-        ):
-            check.already.append(obj)  # copied onto itself by an interrupted apply
-            check.copied_before.append((obj, state))
+            blocked = blocked or found
             continue
         # a restored copy has a new time: `_skip_restored` names it as what it is
         change = None if (root, obj.key) in seen.restored else _changed(obj, state)
+        if (
+            target_class is not None
+            and (state.storage_class, state.size)
+            == (
+                target_class,
+                obj.size,
+            )
+            and (change is None or _copied_before(obj, state, seen.copies_since))
+        ):
+            check.already.append(obj)  # in its class already (copied onto itself)
+            check.copied_before.append((obj, state))
+            continue
         if change:
             problems.append(f"{obj.key} {change}")
         else:
             check.todo.append(obj)
+    if blocked is not None:
+        return check.block(blocked)
     problems += _kept_changed(root, seen.kept.get(action.id, ()), seen)
     link = seen.linked.get(action.id)
     if link is not None and " cannot be read " in link:
@@ -422,6 +471,26 @@ def _removed_before(
         return True  # versioned or permanent: our delete went through
     copy = quarantined.get((row["quarantine_root"], row["quarantine_key"]))
     return copy is not None and copy.size == obj.size
+
+
+COPY_CLOCK_SLACK = timedelta(seconds=5)  # storage's clock against this host's
+
+
+def _copied_before(obj: ObjectRef, state: ObjectState, since: datetime | None) -> bool:
+    """Whether `state`, in the action's target class and of the planned size, is what an
+    interrupted apply's copy of `obj` onto itself would have left: only when an earlier
+    apply of the plan ran (`since`: when the first one started), the object was written
+    after it started (a copy is stamped anew), and it holds the planned content: the
+    same ETag (a copy keeps a single-part object's), or, for an object the plan saw as a
+    multipart upload (`<md5>-<parts>`, an ETag a copy does not keep), any ETag. Anything
+    else in the target class (new content of the same size written there after the plan)
+    is a changed object: its action is stale, and the new content never gets the old
+    content's age in the catalog."""
+    if since is None or state.last_modified < since - COPY_CLOCK_SLACK:
+        return False
+    if not obj.etag or not state.etag or obj.etag.startswith("mtime:"):
+        return False
+    return state.etag == obj.etag or "-" in obj.etag
 
 
 def _changed(obj: ObjectRef, state: ObjectState) -> str | None:

@@ -116,6 +116,7 @@ class _WayBack:
     store: Store
     quarantine: Store | None = None
     held: ObjectState | None = None
+    hidden: str | None = None  # versioned: the version id the delete marker hides
 
 
 def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult:
@@ -132,7 +133,10 @@ def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult
     if row["mode"] == "versioned":
         if not row["marker_version_id"]:
             return KeyResult(key, False, error="the delete marker's version id is unknown")
-        return _WayBack(store)
+        hidden = _hidden_version(store, row)
+        if isinstance(hidden, KeyResult):
+            return hidden
+        return _WayBack(store, hidden=hidden)
     quarantine = open_destination(stores, row["quarantine_root"], row["root_url"])
     held = quarantine.head([row["quarantine_key"]]).get(row["quarantine_key"])
     where = quarantine.uri(row["quarantine_key"])
@@ -177,6 +181,95 @@ def _mtime_ns(token: str | None) -> int | None:
         return int(token[len("mtime:") :])
     except ValueError:
         return None
+
+
+_HIDDEN_GONE = (
+    "the version govern's delete marker hid is gone (expired by a lifecycle rule?): "
+    "there is no way back"
+)
+_MARKER_BELOW = (
+    "a newer delete marker is on top: the key was written and deleted since apply; "
+    "govern's delete marker was left as it is"
+)
+
+
+def _hidden_version(store: Store, row: dict[str, Any]) -> str | KeyResult:
+    """The version id that govern's delete marker (`marker_version_id`) hides, checked
+    in one listing of the key's versions before anything is deleted: the marker must
+    still be the key's latest version, and the newest version below it must be the
+    object apply removed (its size and ETag); else why the key cannot come back."""
+    key, marker = row["key"], row["marker_version_id"]
+    try:
+        entries = _versions_of(store, key)
+    except Exception as exc:
+        from governance.storage.errors import translate
+
+        return KeyResult(
+            key, False, error=f"listing its versions failed: {translate(store.url, exc)}"
+        )
+    ours = [e for e in entries if e["VersionId"] == marker and e["marker"]]
+    if not ours:
+        return KeyResult(
+            key, False, error="govern's delete marker is gone (removed since apply): not restored"
+        )
+    if not ours[0].get("IsLatest"):
+        return KeyResult(key, False, error=_MARKER_BELOW)
+    below = [e for e in entries if e is not ours[0]]
+    if not below or below[0]["marker"]:
+        return KeyResult(key, False, error=_HIDDEN_GONE)
+    hidden = below[0]
+    etag = str(hidden.get("ETag", "")).strip('"')
+    if int(hidden.get("Size", -1)) != row["size"] or (row["etag"] and etag != row["etag"]):
+        return KeyResult(key, False, error=_HIDDEN_GONE)
+    return str(hidden["VersionId"])
+
+
+def _versions_of(store: Store, key: str) -> list[dict[str, Any]]:
+    """Every version and delete marker of exactly `key`, newest first (`marker` says
+    which are markers): ListObjectVersions with the key as prefix."""
+    client, bucket, prefix = s3_parts(store) or (None, "", "")
+    if client is None:
+        raise ValueError(f"{store.url}: versioned deletes need an S3 store")
+    full = prefix + key
+    entries: list[dict[str, Any]] = []
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=full):
+        for e in page.get("Versions") or ():
+            if e.get("Key") == full:
+                entries.append({**e, "marker": False})
+        for e in page.get("DeleteMarkers") or ():
+            if e.get("Key") == full:
+                entries.append({**e, "marker": True})
+    # newest first: the latest first, then by time (a stable sort keeps S3's own order
+    # of each list, newest first, between entries of one time)
+    entries.sort(key=lambda e: (not e.get("IsLatest"), -e["LastModified"].timestamp()))
+    return entries
+
+
+def _undo_delete(store: Store, row: dict[str, Any], hidden: str | None) -> KeyResult:
+    """Delete govern's delete marker, then check (one HEAD) that the key shows the
+    version it hid, as apply removed it; else the object failed, with why."""
+    key = row["key"]
+    if hidden is None:  # (the checks always name it)
+        return KeyResult(key, False, error=_HIDDEN_GONE)
+    undone = delete_version(store, key, row["marker_version_id"])
+    if not undone.ok:
+        return undone
+    back = store.head([key]).get(key)
+    if back is None:
+        return KeyResult(
+            key,
+            False,
+            error="govern's delete marker was removed, but the key did not come back "
+            "(written or deleted meanwhile?)",
+        )
+    if (back.version_id is not None and back.version_id != hidden) or back.size != row["size"]:
+        return KeyResult(
+            key,
+            False,
+            error=f"govern's delete marker was removed, but the key shows version "
+            f"{back.version_id} ({counted(back.size, 'byte')}), not the version apply removed",
+        )
+    return KeyResult(key, True)
 
 
 def _would(row: dict[str, Any], stores: StoreFactory) -> KeyResult:
@@ -225,7 +318,7 @@ def _restore_batch(
             return way
         store, quarantine, held = way.store, way.quarantine, way.held
         if quarantine is None or held is None:  # versioned: the old version, as it was
-            return delete_version(store, key, row["marker_version_id"])
+            return _undo_delete(store, row, way.hidden)
         was = (planned or {}).get((row["action_id"], key))
         wanted = class_for(quarantine, store, _class_back(held.storage_class, was))
         copied = _copy_back(quarantine, row["quarantine_key"], store, key, wanted, held.size)
