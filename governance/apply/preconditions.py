@@ -13,7 +13,8 @@ which needs versioning, so a listing tells all a HEAD would) the keys of every a
 the batch are answered by range listings (`ranges.list_states`). Elsewhere: one `head`
 call per root for many actions (S3Store runs HEADs in its thread pool), and for directory
 artifacts on a store that can say it is unversioned one listing of the artifact's prefix.
-An incomplete upload to abort is looked for in one listing of the root's uploads.
+An incomplete upload to abort is looked for in one listing of the root's uploads, and its
+parts are listed again: one that grew since the plan is still being written (stale).
 
 An object that is gone but has a `pending` removal row was removed by an apply that was
 killed before it could record so: it counts as removed, not as stale (for quarantine,
@@ -126,8 +127,9 @@ class Seen:
     tagged: dict[tuple[str, str], Finding] = field(default_factory=dict)
     rest: dict[int, Finding] = field(default_factory=dict)  # action id -> its other objects'
     new: dict[int, list[str] | str] = field(default_factory=dict)  # see folders.new_objects
-    uploads: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
-    """root URL -> (key, upload id) of its incomplete uploads, for roots that could say."""
+    uploads: dict[str, dict[tuple[str, str], int | None]] = field(default_factory=dict)
+    """root URL -> (key, upload id) of its incomplete uploads -> the bytes of their parts
+    now (of those the plan aborts; None: not known), for roots that could say."""
     restored: Collection[tuple[str, str]] = ()  # (root URL, key): `_skip_restored` says so
     kept: dict[int, list[KeptFile]] = field(default_factory=dict)  # strip id -> what it keeps
     linked: dict[int, str] = field(default_factory=dict)  # action id -> a link to it now
@@ -282,34 +284,52 @@ def _list_artifact(
 
 def _uploads_now(
     actions: Sequence[PlannedAction], stores: StoreFactory
-) -> dict[str, set[tuple[str, str]]]:
+) -> dict[str, dict[tuple[str, str], int | None]]:
     """root URL -> (key, upload id) of the incomplete uploads under the aborts' common
     prefix now, one paginated ListMultipartUploads per root: an upload an earlier apply
-    aborted is done, not to do. Roots that cannot say (not S3, the listing refused) are
-    left out: their aborts are sent, as an abort of a gone upload is harmless."""
-    by_root: dict[str, list[str]] = defaultdict(list)
+    aborted is done, not to do; and, for each upload an abort names that is still there,
+    the bytes of its parts now (one ListParts each: aborts are few). Roots that cannot
+    say (not S3, the listing refused) are left out: their aborts are sent, as an abort of
+    a gone upload is harmless."""
+    by_root: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for a in actions:
         if a.action is ActionType.ABORT_UPLOAD:
-            by_root[a.artifact.root_url] += [o.key for o in a.objects]
-    found: dict[str, set[tuple[str, str]]] = {}
-    for root, keys in by_root.items():
+            by_root[a.artifact.root_url] += [(o.key, o.upload_id) for o in a.objects]
+    found: dict[str, dict[tuple[str, str], int | None]] = {}
+    for root, named in by_root.items():
         parts = s3_parts(stores(root))
         if parts is None:
             continue
         client, bucket, prefix = parts
+        keys = [key for key, _ in named]
         shared = prefix + os.path.commonprefix(keys)  # noqa: RUF071 (keys, not paths)
         try:
             pages = client.get_paginator("list_multipart_uploads").paginate(
                 Bucket=bucket, Prefix=shared
             )
-            found[root] = {
+            listed = {
                 (u["Key"][len(prefix) :], u["UploadId"])
                 for page in pages
                 for u in page.get("Uploads") or ()
             }
         except Exception:  # cannot say: the aborts are sent as before
             continue
+        sizes: dict[tuple[str, str], int | None] = dict.fromkeys(listed)
+        for upload in set(named) & listed:  # (one named and gone is done: not listed)
+            sizes[upload] = _parts_size(client, bucket, prefix + upload[0], upload[1])
+        found[root] = sizes
     return found
+
+
+def _parts_size(client: Any, bucket: str, key: str, upload_id: str) -> int | None:
+    """The bytes of an incomplete upload's parts now; None when they cannot be listed."""
+    try:
+        pages = client.get_paginator("list_parts").paginate(
+            Bucket=bucket, Key=key, UploadId=upload_id
+        )
+        return sum(int(p.get("Size", 0)) for page in pages for p in page.get("Parts") or ())
+    except Exception:  # (gone since, denied: not known; the abort is decided without it)
+        return None
 
 
 def _quarantine_copies(
@@ -450,11 +470,25 @@ def _new_in_folder(keys: Sequence[str]) -> str:
     return f"unplanned objects {shown} {how}"
 
 
-def _check_aborts(check: Check, uploads: set[tuple[str, str]] | None) -> Check:
-    """An upload no longer listed was aborted (or completed) since: done, not to do."""
+def _check_aborts(check: Check, uploads: Mapping[tuple[str, str], int | None] | None) -> Check:
+    """An upload no longer listed was aborted (or completed) since: done, not to do. One
+    whose parts hold more bytes than the plan saw is still being written: stale (an
+    abort would throw away an upload in progress)."""
+    grown: list[str] = []
     for obj in check.action.objects:
-        gone = uploads is not None and (obj.key, obj.upload_id) not in uploads
-        (check.already if gone else check.todo).append(obj)
+        if uploads is None:
+            check.todo.append(obj)
+            continue
+        upload = (obj.key, obj.upload_id)
+        if upload not in uploads:
+            check.already.append(obj)
+            continue
+        now = uploads[upload]
+        if now is not None and now > obj.size:
+            grown.append(f"upload of {obj.key} grew since the plan ({obj.size:,} -> {now:,} bytes)")
+        check.todo.append(obj)
+    if grown:
+        check.skip_for(f"stale: {'; '.join(grown)}: still being written")
     return check
 
 
