@@ -164,6 +164,25 @@ def monthly_saving(before: float, after: float) -> float:
     return float(_cents(before) - _cents(after))
 
 
+def action_dollars(a: PlannedAction) -> str:
+    """The dollars one action puts at stake, for a reader of its row: what it saves (or
+    adds) a month and what it costs once (early deletion and requests), each to the cent
+    as the totals are: "saves $4.20/mo; $0.31 once", "saves < $0.01/mo"."""
+    parts = []
+    before, after = a.monthly_cost_before_usd, a.monthly_cost_after_usd
+    saving = monthly_saving(before, after)
+    if saving > 0:
+        parts.append(f"saves {usd(saving)}/mo")
+    elif saving < 0:
+        parts.append(f"costs {usd(-saving)}/mo more")
+    elif before != after:
+        parts.append("saves < $0.01/mo" if before > after else "costs < $0.01/mo more")
+    once = one_off(a.early_deletion_usd, a.request_cost_usd)
+    if once:
+        parts.append(f"{usd(once)} once")
+    return "; ".join(parts) or "$0.00"
+
+
 def one_off(early_deletion: float, requests: float) -> float:
     """The one-off charges' total, as the sum of the two figures `usd` prints beside it."""
     return float(_cents(early_deletion) + _cents(requests))

@@ -20,6 +20,7 @@ from governance.policy.units import format_bytes
 from governance.report.common import (
     STATE_LABELS,
     STATES,
+    action_dollars,
     by_run,
     deletes,
     iso,
@@ -50,6 +51,7 @@ class ActionView:
     more_objects: int
     object_count: int
     bytes: str
+    dollars: str  # what it saves a month, what it costs once (`action_dollars`)
     target: str
     reason: str
 
@@ -94,6 +96,7 @@ def _action_view(a: Any) -> ActionView:
         more_objects=len(a.objects) - len(objects),
         object_count=len(a.objects),
         bytes=format_bytes(a.bytes),
+        dollars=action_dollars(a),
         target=target,
         reason=a.reason,
     )

@@ -13,6 +13,7 @@ from typing import TextIO
 from governance.plan.types import Plan
 from governance.policy.units import format_bytes
 from governance.report.common import (
+    action_dollars,
     by_run,
     deletes,
     iso,
@@ -196,12 +197,13 @@ def _actions(plan: Plan) -> list[str]:
             f"`{a.artifact.uri}`",
             f"{len(a.objects):,}",
             format_bytes(a.bytes),
+            action_dollars(a),
             a.reason,
         ]
         for a in plan.actions[:ACTION_LIMIT]
     ]
-    header = ["#", "rule", "tier", "action", "to", "artifact", "objects", "bytes", "reason"]
-    out = ["## Actions", "", *_table(header, rows, {0, 6, 7})]
+    header = ["#", "rule", "tier", "action", "to", "artifact", "objects", "bytes", "$", "reason"]
+    out = ["## Actions", "", *_table(header, rows, {0, 6, 7, 8})]
     if len(plan.actions) > ACTION_LIMIT:
         more = len(plan.actions) - ACTION_LIMIT
         out += ["", f"… and {more:,} more actions (`--format csv` lists every object)."]

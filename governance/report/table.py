@@ -23,6 +23,7 @@ from governance.report.common import (
     STATE_LABELS,
     RunTotals,
     TimelineRow,
+    action_dollars,
     by_run,
     deletes,
     iso,
@@ -275,7 +276,7 @@ def _action_table(plan: Plan, paths: _Paths, width: int) -> Table:
             _action(a.action),
             Text(paths(a.artifact.uri)),
             format_bytes(a.bytes),
-            Text(a.reason),
+            Text(a.reason).append(f"\n{action_dollars(a)}", style="bold"),
         )
     return table
 
@@ -291,6 +292,7 @@ def _narrow_action_table(plan: Plan, paths: _Paths) -> Table:
         # most reasons name their rule already ("rule logs expires after 365d")
         named = a.rule in a.reason
         cell.append(f"\n{a.reason}" if named else f"\n{a.rule}: {a.reason}", style="dim")
+        cell.append(f"\n{action_dollars(a)}")
         table.add_row(str(a.id), _action(a.action), format_bytes(a.bytes), cell)
     return table
 

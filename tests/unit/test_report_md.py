@@ -35,7 +35,7 @@ def test_markdown_has_totals_rules_runs_and_escaped_actions() -> None:
     ]
     assert len(action_rows) == len(plan.actions)
     for row in action_rows:
-        assert row.replace("\\|", "").count("|") == 10  # 9 columns, none split by data
+        assert row.replace("\\|", "").count("|") == 11  # 10 columns, none split by data
     # where a transition or archive goes is in its row
     assert any("| transition | STANDARD_IA |" in row for row in action_rows)
     assert any("| archive | DEEP_ARCHIVE |" in row for row in action_rows)

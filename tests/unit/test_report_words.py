@@ -63,6 +63,26 @@ def test_a_plan_that_raises_the_bill_says_so_in_every_format() -> None:
     assert "(no change to the monthly bill)" in render(plan, "md")
 
 
+def test_each_action_shows_the_dollars_it_puts_at_stake() -> None:
+    """Bytes and dollars for every action, not only the plan's totals: what it saves a
+    month (or adds) and what it costs once, in the Markdown and HTML action lists."""
+    from governance.report.common import action_dollars
+
+    plan = sample_plan()
+    first, second = plan.actions[0], plan.actions[1]
+    first.monthly_cost_before_usd, first.monthly_cost_after_usd = 4.2, 0.0
+    first.early_deletion_usd, first.request_cost_usd = 0.3, 0.004
+    second.monthly_cost_before_usd, second.monthly_cost_after_usd = 0.5, 0.72
+    second.early_deletion_usd = second.request_cost_usd = 0.0
+    assert action_dollars(first) == "saves $4.20/mo; $0.30 once"
+    assert action_dollars(second) == "costs $0.22/mo more"
+    md = render(plan, "md")
+    assert "| saves $4.20/mo; $0.30 once |" in md
+    assert "| costs $0.22/mo more |" in md
+    page = render(plan, "html")
+    assert '<td class="r">saves $4.20/mo; $0.30 once</td>' in page
+
+
 def test_govern_plans_saves_column_matches_the_reports() -> None:
     from governance.cli.plan_cmd import _headers_table
 
