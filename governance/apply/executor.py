@@ -34,7 +34,7 @@ from governance.apply.actions import (
     StartedBatch,
     outcome_for_check,
 )
-from governance.apply.kept import KeptFile, after_strips, held_at_plan
+from governance.apply.kept import KeptFile, after_strips, files_held_at_plan, held_at_plan
 from governance.apply.links import LinksRead
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
@@ -318,6 +318,7 @@ class CheckPipeline:
             restored=restored,
             known=self._known,
             held=self._held,
+            held_files=self._held_files,
             links_read=self._links_read,
             moved=moved,
             copies_since=journal.first_started(self._engine, self._plan_id, self.execution_id),
@@ -327,6 +328,10 @@ class CheckPipeline:
     def _known(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of these objects the catalog held when the plan was made."""
         return journal.known_at_plan(self._engine, self._scans, keys, self._made_at)
+
+    def _held_files(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], KeptFile]:
+        """`trackers.HeldFiles` from the catalog, as of the plan's scans."""
+        return files_held_at_plan(self._engine, self._scans, keys, self._made_at)
 
     def _held(self, folders: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[KeptFile]]:
         """What the catalog held under these folders when the plan was made."""

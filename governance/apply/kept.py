@@ -109,40 +109,79 @@ def held_at_plan(
             root_id = ids.get(root)
             if root_id is None:
                 continue
-            scan = scans.get(root)
-            held = [_O.root_id == root_id, _O.upload_id == ""]
-            written = func.coalesce(_O.content_modified_us, _O.last_modified)
-            if scan is not None:
-                held += held_then(_OBJECTS, root_id, scan, made_at)
-                changed = _O.changed_scan_id > scan
-                if made_at is not None:  # and written since: a class change keeps the time
-                    changed = and_(changed, written > epoch_micros(made_at))
-            else:
-                held.append(_O.gone_scan_id.is_(None))
-                changed = None
             upper = folder[:-1] + chr(ord(folder[-1]) + 1)  # the keys under it sort below
-            rows = conn.execute(
-                select(
-                    _O.key,
-                    _O.size,
-                    written,
-                    _O.etag,
-                    _O.storage_class,
-                    _O.version_id,
-                    case((_O.content_modified_us.is_not(None), _O.last_modified), else_=null()),
-                    changed if changed is not None else null(),
-                )
-                .where(and_(*held, key >= folder, key < upper))
-                .order_by(key)
+            out[(root, folder)] = _held_rows(
+                conn, root_id, scans.get(root), made_at, and_(key >= folder, key < upper), key
             )
-            found: list[KeptFile] = []
-            for k, size, written, etag, sc, vid, since, after in rows:
-                obj = CatalogObject(str(k), int(size), datetime_from_us(written), etag, sc, vid)
-                if since is not None:
-                    obj.class_since = datetime_from_us(since)
-                found.append((obj, bool(after)))
-            out[(root, folder)] = found
     return out
+
+
+def files_held_at_plan(
+    engine: Engine,
+    scans: Mapping[str, int],
+    keys: Sequence[tuple[str, str]],
+    made_at: datetime | None = None,
+) -> dict[tuple[str, str], KeptFile]:
+    """(root URL, key) -> the object the catalog held at that key when the plan's scan of
+    its root ran (as `held_at_plan`), for those of `keys` that it held."""
+    by_root: dict[str, list[str]] = {}
+    for root, k in keys:
+        by_root.setdefault(root, []).append(k)
+    out: dict[tuple[str, str], KeptFile] = {}
+    if not by_root:
+        return out
+    with engine.connect() as conn:
+        ids = root_ids(conn, by_root)
+        for root, wanted in by_root.items():
+            root_id = ids.get(root)
+            if root_id is None:
+                continue
+            for start in range(0, len(wanted), 500):  # bounded IN lists
+                part = wanted[start : start + 500]
+                rows = _held_rows(conn, root_id, scans.get(root), made_at, _O.key.in_(part))
+                out.update(((root, f[0].key), f) for f in rows)
+    return out
+
+
+def _held_rows(
+    conn: Connection,
+    root_id: int,
+    scan: int | None,
+    made_at: datetime | None,
+    which: Any,
+    order: Any = None,
+) -> list[KeptFile]:
+    """The root's rows `which` selects that were live at `scan` (None: live now), each
+    with whether a scan after it saw it written again after `made_at`."""
+    held = [_O.root_id == root_id, _O.upload_id == ""]
+    written = func.coalesce(_O.content_modified_us, _O.last_modified)
+    if scan is not None:
+        held += held_then(_OBJECTS, root_id, scan, made_at)
+        changed = _O.changed_scan_id > scan
+        if made_at is not None:  # and written since: a class change keeps the time
+            changed = and_(changed, written > epoch_micros(made_at))
+    else:
+        held.append(_O.gone_scan_id.is_(None))
+        changed = None
+    query = select(
+        _O.key,
+        _O.size,
+        written,
+        _O.etag,
+        _O.storage_class,
+        _O.version_id,
+        case((_O.content_modified_us.is_not(None), _O.last_modified), else_=null()),
+        changed if changed is not None else null(),
+    ).where(and_(*held, which))
+    if order is not None:
+        query = query.order_by(order)
+    found: list[KeptFile] = []
+    for k, size, when, etag, sc, vid, since, after in conn.execute(query):
+        obj = CatalogObject(str(k), int(size), datetime_from_us(when), etag, sc, vid)
+        if since is not None:
+            obj.class_since = datetime_from_us(since)
+        found.append((obj, bool(after)))
+    return found
 
 
 _BYTE_ORDER = ("C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic", "pg_c_utf8")

@@ -54,6 +54,7 @@ from governance.apply.ranges import (
     list_states,
     range_listable,
 )
+from governance.apply.trackers import HeldFiles, trackers_of
 from governance.apply.types import StoreFactory, open_destination
 from governance.errors import GovernanceError
 from governance.plan.types import (
@@ -133,6 +134,7 @@ class Seen:
     restored: Collection[tuple[str, str]] = ()  # (root URL, key): `_skip_restored` says so
     kept: dict[int, list[KeptFile]] = field(default_factory=dict)  # strip id -> what it keeps
     linked: dict[int, str] = field(default_factory=dict)  # action id -> a link to it now
+    trackers: dict[int, list[KeptFile]] = field(default_factory=dict)  # see `trackers`
     copies_since: datetime | None = None
     """When the first earlier apply of the plan started (None: there was none): an object
     copied in place since then, as that copy would leave it, is done already."""
@@ -149,6 +151,7 @@ def check_actions(
     restored: Collection[tuple[str, str]] = (),
     known: KnownBefore | None = None,
     held: HeldAtPlan | None = None,
+    held_files: HeldFiles | None = None,
     links_read: LinksRead | None = None,
     moved: Collection[tuple[str, str]] = (),
     copies_since: datetime | None = None,
@@ -179,8 +182,11 @@ def check_actions(
     started = {action_id for action_id, _ in pending}
     kept = kept_files(actions, held, started, moved)
     extra = {i: [f.key for f, _ in files] for i, files in kept.items()}
+    trackers = trackers_of(actions, held_files)
+    for i, files in trackers.items():
+        extra[i] = [*extra.get(i, ()), *(f.key for f, _ in files)]
     states, listed = _current_states(actions, stores, concurrency, extra)
-    seen = Seen(states, restored=restored, kept=kept, copies_since=copies_since)
+    seen = Seen(states, restored=restored, kept=kept, copies_since=copies_since, trackers=trackers)
     seen.quarantined, seen.unread_quarantine = _quarantine_copies(actions, states, stores, pending)
     seen.tagged = protected_now(actions, stores, protected_tags or {}, concurrency)
     seen.rest = rest_protected(actions, stores, protected_tags or {}, now, concurrency)
@@ -238,6 +244,8 @@ def _current_states(
         for action in root_actions:
             if _listable(action, store):  # (the listing has the folder's other files too)
                 found.update(_list_artifact(action, stores, listed.setdefault(root, Listed())))
+                # but not a tracker beside the folder: asked for on its own
+                to_head[root].update(k for k in extra.get(action.id, ()) if (root, k) not in found)
             else:
                 to_head[root].update(o.key for o in action.objects)
                 to_head[root].update(extra.get(action.id, ()))
@@ -425,6 +433,7 @@ def _check_one(
     if blocked is not None:
         return check.block(blocked)
     problems += _kept_changed(root, seen.kept.get(action.id, ()), seen)
+    problems += _tracker_changed(root, seen.trackers.get(action.id, ()), seen)
     link = seen.linked.get(action.id)
     if link is not None and " cannot be read " in link:
         return check.block((f"{link}: not acted on", False))
@@ -456,6 +465,24 @@ def _kept_changed(root: str, kept: Sequence[KeptFile], seen: Seen) -> list[str]:
             change = None if (root, obj.key) in seen.restored else _changed(obj, state)
         if change:
             problems.append(f"{obj.key}, which the strip keeps, {change}")
+    return problems
+
+
+def _tracker_changed(root: str, trackers: Sequence[KeptFile], seen: Seen) -> list[str]:
+    """Trackers beside the checkpoint rewritten since the plan (see `trackers`); one
+    gone is not judged."""
+    problems = []
+    for obj, changed_since in trackers:
+        state = seen.states.get((root, obj.key))
+        if state is None:
+            continue
+        change = (
+            "was written again (the catalog saw it change after the plan's scan)"
+            if changed_since
+            else _changed(obj, state)
+        )
+        if change:
+            problems.append(f"{obj.key}, which names the checkpoint the run resumes from, {change}")
     return problems
 
 
