@@ -401,11 +401,15 @@ def _print_explanation(doc: dict[str, Any]) -> None:
     for key, value in doc.items():
         if isinstance(value, list):
             continue
-        table.add_row(key.replace("_", " "), Text("-" if value in (None, "") else str(value)))
+        shown = "yes" if value is True else "no" if value is False else value
+        table.add_row(key.replace("_", " "), Text("-" if shown in (None, "") else str(shown)))
     console.print(table)
     for key, value in doc.items():
         if isinstance(value, list) and value:
             console.print(Text(key.replace("_", " ") + ":", style="bold"))
+            items = Table(show_header=False, box=None, padding=(0, 0, 0, 2))
+            items.add_column(overflow="fold")  # a long line folds under itself, indented
             for item in value:
                 line = ": ".join(str(v) for v in item) if isinstance(item, list) else str(item)
-                console.print(Text("  " + line))
+                items.add_row(Text(line))
+            console.print(items)

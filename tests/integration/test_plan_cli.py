@@ -363,6 +363,13 @@ def test_explain_says_why(setup: tuple[str, Path, Path]) -> None:
     )
     assert plain.exit_code == 0, plain.stderr
     assert "checkpoint-5000" in plain.stdout
+    # in words, not Python's: "complete  yes"; each rule considered indented under its head
+    lines = plain.stdout.splitlines()
+    assert any(line.split() == ["complete", "yes"] for line in lines), plain.stdout
+    head = lines.index("rules considered:")
+    first = lines[head + 1]
+    assert first.startswith("  ")
+    assert first[2] != " "
     outside = _run(catalog, "explain", "/elsewhere/x", "--policy", str(policy))
     assert outside.exit_code == 2
 
