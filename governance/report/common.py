@@ -164,6 +164,22 @@ def monthly_saving(before: float, after: float) -> float:
     return float(_cents(before) - _cents(after))
 
 
+KEPT_WORDS = {
+    KeptHow.WHOLE: "whole",
+    KeptHow.STRIPPED: "stripped",
+    KeptHow.ARCHIVED: "archived",
+    KeptHow.PROTECTED: "protected",
+    KeptHow.IN_FLIGHT: "in flight",
+    KeptHow.NO_RULE: "no rule matches",
+    KeptHow.RULE_KEEPS: "its rule keeps it",
+}
+"""How an artifact is kept, in a reader's words (JSON keeps the values: `in_flight`)."""
+
+
+def kept_words(how: str) -> str:
+    return KEPT_WORDS.get(KeptHow(how), str(how))
+
+
 def action_dollars(a: PlannedAction) -> str:
     """The dollars one action puts at stake, for a reader of its row: what it saves (or
     adds) a month and what it costs once (early deletion and requests), each to the cent

@@ -24,6 +24,7 @@ from governance.report.common import (
     by_run,
     deletes,
     iso,
+    kept_words,
     one_off,
     roots_of,
     savings,
@@ -117,7 +118,7 @@ def _context(plan: Plan) -> dict[str, Any]:
     s = plan.summary
     rows = timeline(plan)
     many_roots = len({r.root_url for r in rows}) > 1
-    kept_counts = Counter((k.rule or "-", k.tier or "-", str(k.how)) for k in plan.kept)
+    kept_counts = Counter((k.rule or "-", k.tier or "-", kept_words(k.how)) for k in plan.kept)
     return {
         "plan": plan,
         "s": s,

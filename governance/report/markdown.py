@@ -17,6 +17,7 @@ from governance.report.common import (
     by_run,
     deletes,
     iso,
+    kept_words,
     saving_words,
     savings,
     timeline,
@@ -213,7 +214,7 @@ def _actions(plan: Plan) -> list[str]:
 def _kept(plan: Plan) -> list[str]:
     if not plan.kept:
         return []
-    counts = Counter((k.rule or "-", k.tier or "-", str(k.how)) for k in plan.kept)
+    counts = Counter((k.rule or "-", k.tier or "-", kept_words(k.how)) for k in plan.kept)
     rows: list[list[object]] = [
         [rule, tier, how, f"{n:,}"] for (rule, tier, how), n in sorted(counts.items())
     ]

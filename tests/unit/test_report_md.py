@@ -138,3 +138,15 @@ def test_a_step_less_checkpoints_name_in_the_timeline_is_text_not_markup() -> No
     timeline = md[md.index("## Checkpoints per run") :].split("\n\n")[1]
     assert "&lt;img src=x onerror=alert(1)&gt;" in timeline
     assert "<img" not in timeline
+
+
+def test_the_kept_tables_say_how_in_words() -> None:
+    """`in flight`, not the JSON value `in_flight`, in the Markdown and HTML kept tables."""
+    plan = sample_plan()
+    md = render(plan, "md")
+    kept = md[md.index("## Kept") :]
+    assert "| in flight |" in kept
+    assert "in_flight" not in kept
+    page = render(plan, "html")
+    assert "<td>in flight</td>" in page
+    assert "in_flight" in render(plan, "json")  # the JSON keeps its values
