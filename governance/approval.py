@@ -22,6 +22,7 @@ both count and a veto cannot be overwritten by a late approval.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -152,8 +153,19 @@ def rules_of(controls: dict[str, Any] | None, plan_id: str = "") -> Approval:
 
 def same_identity(a: str, b: str) -> bool:
     """Whether two identities are one person: `root` and `ROOT` (or ` alice`) are, or
-    separation of duties and "an identity counts once" could be had by changing case."""
-    return a.strip().casefold() == b.strip().casefold()
+    separation of duties and "an identity counts once" could be had by changing case;
+    so are `alice` in fullwidth letters and `alice` with a zero-width space in it, which
+    read alike (see `identity_key`)."""
+    return identity_key(a) == identity_key(b)
+
+
+def identity_key(name: str) -> str:
+    """An identity as compared: NFKC-normalised (fullwidth and compatibility forms fold
+    to their plain letters), invisible format characters (zero-width spaces and joiners,
+    direction marks) dropped, whitespace trimmed, case folded."""
+    folded = unicodedata.normalize("NFKC", name)
+    visible = "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    return visible.strip().casefold()
 
 
 def _among(actor: str, identities: Sequence[str]) -> bool:
@@ -193,8 +205,15 @@ def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> Ap
 
     stored = facts.status
     applicable = False
-    if stored in _FINAL:
-        status = stored
+    # The veto and the refusal are rows of their own (a REJECT decision, the plan's
+    # `refusal`): a status column edited back to `approved` does not undo either.
+    final = stored
+    if facts.refusal and stored is not PlanStatus.WHAT_IF:
+        final = PlanStatus.REFUSED
+    elif rejection is not None and stored is not PlanStatus.APPLIED:
+        final = PlanStatus.REJECTED
+    if final in _FINAL:
+        status = stored = final
         if stored is PlanStatus.REFUSED:
             reasons.insert(0, facts.refusal or "over a safety limit")
         elif stored is PlanStatus.REJECTED and rejection is not None:

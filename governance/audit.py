@@ -29,9 +29,11 @@ from typing import Any
 
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from governance.catalog.approval_tables import AuditEventRow, AuditHeadRow
 from governance.catalog.bulk import insert_rows
+from governance.errors import CatalogError
 
 _E = AuditEventRow.__table__  # type: ignore[attr-defined]
 _H = AuditHeadRow.__table__  # type: ignore[attr-defined]
@@ -246,7 +248,14 @@ def record_many(conn: Connection, rows: Iterable[NewEvent]) -> range:
             prev = digest
             tail = (id_, digest)
 
-    count = insert_rows(conn, _E, _COLUMNS, chained())
+    try:
+        count = insert_rows(conn, _E, _COLUMNS, chained())
+    except IntegrityError as exc:  # an event already holds the next id: not ours to chain
+        raise CatalogError(
+            f"the audit log holds an event past its head (event {last_id + 1} exists, the "
+            "head records "
+            f"event {last_id}): the catalog was edited; `govern audit --verify` shows where"
+        ) from exc
     if count:
         _move_head(conn, *tail)
     return range(last_id + 1, last_id + 1 + count)
@@ -298,19 +307,36 @@ def _read_head(engine: Engine) -> tuple[int, str] | None:
     return None if head is None else (int(head[0]), str(head[1]))
 
 
-def _head_problems(head: tuple[int, str] | None, last_id: int | None, last_hash: str) -> list[str]:
-    """The log must end where its head (written with every append) says it does."""
-    if head is None:
+def _head_problems(
+    before: tuple[int, str] | None,
+    after: tuple[int, str] | None,
+    hashes: dict[int, str],
+    last_id: int | None,
+) -> list[str]:
+    """The log must end where its head (written with every append, in the same
+    transaction) says it does: every event up to the head read before the walk was
+    walked and the one it names has its hash, and no event walked lies past the head
+    read after it (appends made meanwhile move both the log and the head)."""
+    if before is None:
         return [] if last_id is None else ["the log's head record is missing (deleted?)"]
-    head_id, head_hash = head
+    head_id, head_hash = before
     if last_id is None:
         return [f"the log is empty but its head records event {head_id} (deleted?)"]
-    if (head_id, head_hash) != (last_id, last_hash):
+    if head_id > last_id:
         return [
             f"the log ends at event {last_id} but its head records event {head_id} "
             "(newest events deleted?)"
         ]
-    return []
+    problems = []
+    if hashes.get(head_id) != head_hash:
+        problems.append(f"the log's head does not match event {head_id} (edited?)")
+    newest = after[0] if after is not None else head_id
+    if last_id > newest:
+        problems.append(
+            f"events {newest + 1} to {last_id} lie past the log's head, which records "
+            f"event {newest} (inserted, or the head rewound?)"
+        )
+    return problems
 
 
 def verify(engine: Engine) -> VerifyResult:
@@ -318,20 +344,20 @@ def verify(engine: Engine) -> VerifyResult:
     predecessor. Editing event 17 reports 17; deleting it reports 18 (the broken link).
 
     Deleting the newest events is caught by the head record every append moves in the
-    same transaction (only an editor who also rewrites the head, as one who recomputes
-    every later hash, goes unseen: keep exported copies where that matters).
+    same transaction, and so are events past the head (an inserted row, a head rewound
+    to hide the events after it). Only an editor who rewrites the head and deletes every
+    event after the new one, or recomputes every later hash, goes unseen: keep exported
+    copies where that matters.
     """
-    # The head first: events appended while the log is walked are newer than it and
-    # are left for the next verify (they would otherwise look like a moved head).
-    head = _read_head(engine)
+    before = _read_head(engine)
     problems: list[str] = []
     checked = 0
     prev_id: int | None = None
     prev_hash = GENESIS
+    hashes: dict[int, str] = {}
     for ev in iter_events(engine):
-        if head is not None and ev.id > head[0]:
-            break
         checked += 1
+        hashes[ev.id] = ev.hash
         if ev.prev_hash != prev_hash or (prev_id is None and ev.id != 1):
             if prev_id is None:
                 problems.append(
@@ -348,7 +374,7 @@ def verify(engine: Engine) -> VerifyResult:
         if expected != ev.hash:
             problems.append(f"event {ev.id}: hash does not match its content (edited?)")
         prev_id, prev_hash = ev.id, ev.hash
-    problems += _head_problems(head, prev_id, prev_hash)
+    problems += _head_problems(before, _read_head(engine), hashes, prev_id)
     if len(problems) > _MAX_PROBLEMS:
         more = len(problems) - _MAX_PROBLEMS
         problems = [*problems[:_MAX_PROBLEMS], f"... and {more} more"]

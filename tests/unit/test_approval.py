@@ -399,3 +399,44 @@ def test_recorded_approvals_differing_only_in_case_count_once() -> None:
     assert not state.applicable
     carol = Decision("approve", "carol", "sha256:f", None, t + timedelta(hours=6))
     assert derive(facts, [*decisions, carol], t + timedelta(hours=7)).applicable
+
+
+def test_a_status_column_edited_back_does_not_undo_a_veto_or_a_refusal(engine: Engine) -> None:
+    """The veto is a row of its own (a REJECT decision), the refusal the plan's own
+    `refusal`: one UPDATE of `plans.status` (a role allowed to set statuses could make it)
+    brings neither plan back to life."""
+    plan = _save(engine)
+    approve(engine, PID, actor="bob", comment="ok", now=_t(plan, 1))
+    reject(engine, PID, actor="carol", comment="veto", now=_t(plan, 2))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE plans SET status = 'approved' WHERE plan_id = :p"), {"p": PID})
+    state = approval_state(engine, PID, now=_t(plan, 3))
+    assert state.status is PlanStatus.REJECTED
+    assert not state.applicable
+    with pytest.raises(RefusedError, match="vetoed by carol"):
+        check_applicable(engine, PID, now=_t(plan, 3), destructive=True)
+
+    refused = sample_plan("p-20261130-021500-aaaa", refusal="over max_delete_fraction")
+    refused = replace(refused, status=PlanStatus.REFUSED)
+    save_plan(engine, refused)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE plans SET status = 'pending_approval' WHERE plan_id = :p"),
+            {"p": refused.plan_id},
+        )
+    with pytest.raises(RefusedError):
+        approve(engine, refused.plan_id, actor="bob", comment="", now=_t(plan, 4))
+    assert approval_state(engine, refused.plan_id, now=_t(plan, 4)).status is PlanStatus.REFUSED
+
+
+@pytest.mark.parametrize("twin", ["ａｌｉｃｅ", "ali\u200bce", "\u200ealice", "ALICE\u2060"])  # noqa: RUF001
+def test_a_name_that_reads_as_the_planners_is_the_planner(engine: Engine, twin: str) -> None:
+    """Fullwidth letters and invisible format characters do not make another person:
+    self-approval and "an identity counts once" cannot be had by retyping a name."""
+    plan = _save(engine, approval={"approvers": 2})
+    with pytest.raises(ApprovalError):
+        approve(engine, PID, actor=twin, comment="", now=_t(plan, 1))
+    approve(engine, PID, actor="bob", comment="", now=_t(plan, 1))
+    state = approve(engine, PID, actor="bo\u200bb", comment="", now=_t(plan, 2))
+    assert state.approvers == ("bob",)
+    assert state.status is PlanStatus.PENDING_APPROVAL

@@ -17,6 +17,7 @@ from governance import audit
 from governance.apply.types import Outcome
 from governance.audit import GENESIS, NewEvent, event_hash, record, record_many, record_now
 from governance.catalog.engine import open_engine
+from governance.errors import CatalogError
 from tests.catalogs import catalog_url  # noqa: F401
 
 T = datetime(2026, 11, 30, 2, 15, 0, 123456, tzinfo=UTC)
@@ -118,6 +119,37 @@ def test_an_append_after_a_truncation_still_shows_the_gap(engine: Engine) -> Non
     assert audit.verify(engine).problems == [
         "event 6: previous hash does not match event 3 (deleted?)"
     ]
+
+
+def test_a_rewound_head_does_not_hide_the_events_after_it(engine: Engine) -> None:
+    """Set the head back to event 1 and whatever is edited, deleted or inserted after it
+    is still walked and reported (before, the walk stopped at the head: "OK: 1 event")."""
+    _fill(engine, 6)
+    with engine.begin() as conn:
+        first = conn.execute(text("SELECT hash FROM audit_events WHERE id = 1")).scalar()
+        conn.execute(text("UPDATE audit_head SET last_id = 1, last_hash = :h"), {"h": first})
+        conn.execute(text("UPDATE audit_events SET actor = 'mallory' WHERE id = 3"))
+        conn.execute(text("DELETE FROM audit_events WHERE id = 5"))
+    result = audit.verify(engine)
+    assert result.checked == 5
+    assert result.problems == [
+        "event 3: hash does not match its content (edited?)",
+        "event 6: previous hash does not match event 4 (deleted?)",
+        "events 2 to 6 lie past the log's head, which records event 1 (inserted, or the "
+        "head rewound?)",
+    ]
+
+
+def test_an_append_onto_an_event_past_the_head_names_the_edit(engine: Engine) -> None:
+    """With the head rewound, the next id is taken: the append is refused with one line
+    that says why (a CatalogError, exit 2), not a database traceback."""
+    _fill(engine, 3)
+    with engine.begin() as conn:
+        first = conn.execute(text("SELECT hash FROM audit_events WHERE id = 1")).scalar()
+        conn.execute(text("UPDATE audit_head SET last_id = 1, last_hash = :h"), {"h": first})
+    with pytest.raises(CatalogError, match=r"event past its head \(event 2 exists"):
+        _fill(engine, 1)
+    assert audit.verify(engine).checked == 3  # nothing half-written
 
 
 def test_deleted_head_or_whole_log_is_detected(engine: Engine) -> None:
@@ -249,8 +281,8 @@ def _types(value: object) -> object:
 def test_events_appended_while_verifying_are_not_taken_for_tampering(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # An apply may append while `audit --verify` walks the log: the head is read first
-    # and the walk stops there, so the newer events cannot look like a moved head.
+    # An apply may append while `audit --verify` walks the log: events past the head read
+    # before the walk are judged against the head read after it, which moved with them.
     _fill(engine, 3)
     walk = audit.iter_events
 
