@@ -304,6 +304,25 @@ def _read(conn: Connection, plan_id: str) -> tuple[PlanFacts, list[Decision]]:
     return facts, decisions
 
 
+def veto_of(engine: Engine, plan_id: str) -> str | None:
+    """Who vetoed the plan, when and why (None: nobody): an apply under way asks between
+    batches, and stops at the veto (`govern reject` during an apply)."""
+    with engine.connect() as conn:
+        row = (
+            conn.execute(
+                select(_R.c.actor, _R.c.at, _R.c.comment)
+                .where(_R.c.plan_id == plan_id, _R.c.decision == REJECT)
+                .order_by(_R.c.at, _R.c.id)
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+    if row is None:
+        return None
+    return f"vetoed by {row['actor']} at {when(row['at'])}: {row['comment'] or 'no comment'}"
+
+
 def _set_status(conn: Connection, plan_id: str, status: PlanStatus) -> None:
     """`catalog.plans.set_plan_status`, but inside the deciding transaction."""
     conn.execute(update(_P).where(_P.c.plan_id == plan_id).values(status=status.value))

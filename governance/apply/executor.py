@@ -46,6 +46,7 @@ from governance.apply.types import (
     Outcome,
     StoreFactory,
 )
+from governance.approval import veto_of
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
 from governance.errors import CatalogError, RefusedError
@@ -411,10 +412,16 @@ def _execute(
                 ThreadPoolExecutor(1, thread_name_prefix="govern-remove") as removals,
             ):
                 for batches in passes:
+                    if report.vetoed is not None:
+                        break
                     in_flight: tuple[StartedBatch, Future[Removed]] | None = None
                     try:
                         for chunk, pending, batch_checks in batches():
                             stop.check()
+                            # a veto given while it runs stops it before the next batch
+                            report.vetoed = veto_of(engine, plan_id)
+                            if report.vetoed is not None:
+                                break
                             scan.verify_all(chunk)  # nothing unverified is acted on
                             batch = runner.start(engine, batch_checks, pending)
                             sent = (batch, removals.submit(runner.remove, batch))
@@ -466,6 +473,11 @@ def _finish(
             error=error,
         )
         new_status = _plan_status(scan, report)
+        if report.vetoed is None:  # (one vetoed meanwhile stays rejected)
+            report.vetoed = veto_of(engine, plan_id)
+        if report.vetoed is not None:
+            new_status = None
+            report.plan_status = PlanStatus.REJECTED.value
         if new_status is not None and error is None:
             set_plan_status(engine, plan_id, new_status)
             report.plan_status = new_status.value

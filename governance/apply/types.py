@@ -98,6 +98,7 @@ class ExecutionReport:
     outcome_counts: Counter[str] = field(default_factory=Counter)
     stale_count: int = 0
     final_count: int = 0
+    vetoed: str | None = None  # rejected while it ran: it stopped there (`approval.veto_of`)
 
     def add(self, outcomes: Sequence[ActionOutcome]) -> None:
         """Count a batch of outcomes; keep them while under `keep_results`."""
@@ -158,6 +159,7 @@ class ExecutionReport:
             "executions": [asdict(e) for e in self.executions],
             "purged": self.purged,
             "notes": self.notes,
+            "vetoed": self.vetoed,
         }
 
 

@@ -165,6 +165,13 @@ def apply(
         )
     if report.stale_count:
         click.echo(_stale_line(report), err=True)
+    if report.vetoed is not None:
+        click.echo(
+            f"apply of {plan_id} stopped: the plan was {report.vetoed}; what was done "
+            "before stays done (`govern restore` brings back its deletes)",
+            err=True,
+        )
+        code = code or EXIT_REFUSED
     if code:
         raise click.exceptions.Exit(code)
 

@@ -243,9 +243,10 @@ NOTICE_UNANNOUNCED = (
 
 
 def _span(span: timedelta) -> str:
-    """A notice period in words: `7d`, `36h`."""
-    hours = int(span.total_seconds() // 3600)
-    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
+    """A notice period as the policy writes durations: `7d`, `36h`, `1h30m`."""
+    from governance.policy.units import format_duration
+
+    return format_duration(span)
 
 
 def build_plan(

@@ -988,9 +988,9 @@ def test_a_notice_mode_plan_says_that_no_one_is_notified() -> None:
     cks = [checkpoint(R, s, 40) for s in (100, 200, 300)]
     body = KEEP_LAST_1 + "safety: {max_delete_fraction: 1}\n"
     notice = make_plan(
-        [group("a", cks)], policy(body + "approval: {mode: notice, notice_period: 36h}\n")
+        [group("a", cks)], policy(body + "approval: {mode: notice, notice_period: 90m}\n")
     )
     [said] = [n for n in notice.notes if n.startswith("approval.mode notice")]
-    assert "can be applied 36h after it was made, with no approval" in said
+    assert "can be applied 1h30m after it was made, with no approval" in said
     plain = make_plan([group("a", cks)], policy(body))
     assert not [n for n in plain.notes if n.startswith("approval.mode notice")]
