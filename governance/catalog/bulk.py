@@ -9,9 +9,10 @@ from datetime import datetime
 from itertools import chain, islice
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.engine import Connection
 
+from governance.catalog.tables import Scan
 from governance.storage.base import AnyRow, ListingRow
 
 STAGE_COLUMNS = (
@@ -129,16 +130,24 @@ def newer_complete_scan(conn: Connection, root_id: int, scan_id: int) -> int | N
     if any: its listing is newer, and folding this one in after it would undo what it saw
     (objects written in between marked gone, deleted ones live again). Takes the root's
     write lock first (a no-op update: a row lock on PostgreSQL, the database's on SQLite),
-    so no other scan of the root can complete between this check and the merge."""
+    so no other scan of the root can complete between this check and the merge.
+
+    "Began" is when the listing began (`started_at`), not the row's id: a scan's row is
+    made once the catalog is open, after its listing started, so a scan delayed there
+    (a slow open, a lock) gets a later id than one whose listing began after its own."""
     params = {"root": root_id, "scan": scan_id}
     # (a non-key column: on PostgreSQL the row lock then leaves inserts that reference the
     # root, which take a key-share lock, free to go on)
     conn.execute(text("UPDATE roots SET name = name WHERE id = :root"), params)
+    s = Scan.__table__.c  # type: ignore[attr-defined]
+    mine = select(s.started_at).where(s.id == scan_id).scalar_subquery()
     found = conn.execute(
-        text(
-            "SELECT min(id) FROM scans WHERE root_id = :root AND id > :scan AND status = 'complete'"
-        ),
-        params,
+        select(func.min(s.id)).where(
+            s.root_id == root_id,
+            s.status == "complete",
+            s.id != scan_id,
+            or_(s.started_at > mine, and_(s.started_at == mine, s.id > scan_id)),
+        )
     ).scalar()
     return int(found) if found is not None else None
 

@@ -37,9 +37,17 @@ def list_roots(engine: Engine) -> list[Root]:
         return list(session.exec(select(Root).order_by(col(Root.id))))
 
 
-def start_scan(engine: Engine, root_id: int, actor: str, source: str = "listing") -> int:
+def start_scan(
+    engine: Engine,
+    root_id: int,
+    actor: str,
+    source: str = "listing",
+    started_at: datetime | None = None,
+) -> int:
+    """A scan's row; `started_at`: when its listing began (default: now)."""
     with Session(engine) as session:
-        scan = Scan(root_id=root_id, actor=actor, started_at=datetime.now(UTC), source=source)
+        began = started_at or datetime.now(UTC)
+        scan = Scan(root_id=root_id, actor=actor, started_at=began, source=source)
         session.add(scan)
         session.commit()
         assert scan.id is not None

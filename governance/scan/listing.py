@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from governance.errors import GovernanceError
@@ -29,6 +30,9 @@ class ListingStart:
     size_at: int  # index of the size in a row: compact local rows hold 4 values, not 8
     began: float  # `time.perf_counter()` when the scan began (for its seconds)
     excluded: tuple[str, ...] = ()  # the key prefixes the listing passes over
+    # when the listing began, by the clock: scans of a root are ordered by it (the scan's
+    # row, and its id, come later, once the catalog is open: see `bulk.newer_complete_scan`)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def close(self) -> None:
         """Stop the listing's workers, consumed or not (safe more than once)."""
@@ -43,16 +47,16 @@ def start_listing(store: Store, exclude_prefixes: Sequence[str] = ()) -> Listing
     An S3 listing sends its first requests here, and its first answer is the check;
     other stores are checked, then list as they are consumed.
     """
-    began = time.perf_counter()
+    began, started_at = time.perf_counter(), datetime.now(UTC)
     excluded = tuple(exclude_prefixes)
     checked = getattr(store, "list_checked_rows", None)
     if checked is not None:  # its first listing answer is the check (S3: no extra request)
-        return ListingStart(store, checked(excluded), 2, began, excluded)
+        return ListingStart(store, checked(excluded), 2, began, excluded, started_at)
     store.check()  # bad URL or credentials: fail before the catalog records anything
     compact = list_compact_rows(store, excluded)
     if compact is not None:
-        return ListingStart(store, compact, 1, began, excluded)
-    return ListingStart(store, list_rows(store, excluded), 2, began, excluded)
+        return ListingStart(store, compact, 1, began, excluded, started_at)
+    return ListingStart(store, list_rows(store, excluded), 2, began, excluded, started_at)
 
 
 StartedRoot = ListingStart | GovernanceError

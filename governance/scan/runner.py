@@ -123,9 +123,10 @@ def _scan_rows(
     if late:
         rows = (row for row in rows if not row[0].startswith(late))
     root_id = get_or_create_root(engine, store.url, name)
-    scan_id = start_scan(engine, root_id, actor)
+    scan_id = start_scan(engine, root_id, actor, started_at=listing.started_at)
     listed = 0
     listed_bytes = 0
+    committed = False  # the listing and the scan's status are written
     try:
         with engine.connect() as conn:
             direct = bulk.root_is_empty(conn, root_id)
@@ -194,6 +195,7 @@ def _scan_rows(
                 )
             )
             conn.commit()
+            committed = True  # (what follows only tidies: an interrupt there fails nothing)
             if diff is not None:
                 diff.drop()
                 conn.commit()
@@ -201,6 +203,8 @@ def _scan_rows(
                 bulk.drop_stage(conn)
                 conn.commit()
     except BaseException as exc:
+        if committed:  # the scan is complete (or superseded) as written: so it stays
+            raise
         reason = (
             "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
         )

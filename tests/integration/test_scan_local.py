@@ -284,3 +284,62 @@ def test_a_scan_overtaken_by_a_newer_one_does_not_write_its_older_listing(
     # the next scan is an ordinary one
     assert scan_store(engine, store, actor="t").status == "complete"
     engine.dispose()
+
+
+def test_scans_are_ordered_by_when_their_listing_began_not_by_their_row(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """A scan's row (and id) is made once the catalog is open, after its listing began: a
+    scan delayed there (a slow open, a lock) got a later id than a scan whose listing
+    began after its own, and folded its older listing in over the newer one's."""
+    from governance.scan.listing import start_listing
+    from governance.scan.runner import scan_listing
+
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    scan_store(engine, open_store(str(root)), actor="t")
+    older = start_listing(open_store(str(root)))  # A began listing ...
+    (root / "runs/r0/checkpoint-99").mkdir(parents=True)
+    (root / "runs/r0/checkpoint-99/model.safetensors").write_bytes(b"new")
+    newer = scan_store(engine, open_store(str(root)), actor="b")  # ... B began and ended
+    assert newer.status == "complete"
+
+    late = scan_listing(engine, older, actor="a")  # A's row comes after B's
+
+    assert late.scan_id > newer.scan_id
+    assert late.status == "superseded"
+    assert "runs/r0/checkpoint-99/model.safetensors" in _live(engine, newer.root)
+    engine.dispose()
+
+
+def test_an_interrupt_after_the_listing_is_written_leaves_the_scan_complete(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while the scan only tidies up (its staging dropped) after its listing and
+    status were committed: the scan stays `complete` (before, it was marked failed, and
+    the catalog's classification went on reading the scan before it)."""
+    from governance.catalog import bulk, rescan
+
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    store = open_store(str(root))
+    scan_store(engine, store, actor="t")
+    (root / "runs/r0/checkpoint-99").mkdir(parents=True)
+    (root / "runs/r0/checkpoint-99/model.safetensors").write_bytes(b"new")
+
+    def interrupted(*_args: object, **_kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bulk, "drop_stage", interrupted)
+    monkeypatch.setattr(rescan.RescanDiff, "drop", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        scan_store(engine, store, actor="t")
+    with engine.connect() as conn:
+        status = conn.execute(text("SELECT status FROM scans ORDER BY id DESC LIMIT 1")).scalar()
+    assert status == "complete"
+    engine.dispose()
