@@ -67,7 +67,9 @@ def build_settings(
     concurrency: int | None = None,
 ) -> Settings:
     url = catalog or os.environ.get("GOVERN_CATALOG_URL") or default_catalog_url()
-    conc = concurrency or env_int("GOVERN_CONCURRENCY", DEFAULT_CONCURRENCY)
+    conc = concurrency or env_int(
+        "GOVERN_CONCURRENCY", DEFAULT_CONCURRENCY, maximum=MAX_CONCURRENCY
+    )
     return Settings(
         catalog_url=url,
         identity=resolve_identity(identity),
@@ -77,12 +79,26 @@ def build_settings(
     )
 
 
-def env_int(name: str, default: int, minimum: int = 1) -> int:
+MAX_CONCURRENCY = 512
+"""The most parallel storage calls a setting may ask for (`--concurrency` takes 1-512):
+each one is a pooled connection and a thread."""
+
+
+def env_int(name: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
     """A whole-number setting from the environment: unset or empty (as CI templates leave
     variables) is `default`; anything else that is not a whole number of at least
-    `minimum` is an ArgumentError naming the variable (exit 2), not a traceback."""
+    `minimum` (and at most `maximum`) is an ArgumentError naming the variable (exit 2),
+    not a traceback."""
+    if maximum is None:
+        return _env_number(
+            name, default, int, lambda v: v >= minimum, f"a whole number of at least {minimum}"
+        )
     return _env_number(
-        name, default, int, lambda v: v >= minimum, f"a whole number of at least {minimum}"
+        name,
+        default,
+        int,
+        lambda v: minimum <= v <= maximum,
+        f"a whole number from {minimum} to {maximum}",
     )
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from collections import deque
@@ -386,7 +385,7 @@ def _execute(
                 concurrency=concurrency,
                 clock=_clock,
             )
-            delay = float(os.environ.get("GOVERN_TEST_APPLY_DELAY") or 0)
+            delay = env_float("GOVERN_TEST_APPLY_DELAY", 0.0)  # (exit 2 when not a number)
 
             def finish(batch: StartedBatch, removing: Future[Removed]) -> None:
                 outcomes = runner.finish(engine, batch, removing.result())

@@ -111,6 +111,13 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def _names_no_file(url: str) -> bool:
+    try:
+        return sqlite_path(url) is None
+    except (SAArgumentError, ValueError):
+        return False  # (malformed: `make_engine` says what is wrong with it)
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file a SQLite URL names (`sqlite:///PATH`, or the URI form
     `sqlite:///file:PATH?...&uri=true`), or None for an in-memory or non-SQLite URL."""
@@ -214,7 +221,14 @@ def open_engine(url: str, migrate: bool = True, create: bool = True) -> Engine:
     commands that only read the catalog must not turn a mistyped `--catalog` into a new,
     empty catalog that then answers "nothing there" (or "audit chain OK").
     A corrupt or foreign file is reported as a CatalogError naming the URL, with no change.
+    A SQLite URL that names no file (`sqlite:///`, `sqlite:///$UNSET`, `:memory:`) is
+    refused: an in-memory catalog would lose every plan and audit event at exit.
     """
+    if url.startswith("sqlite") and _names_no_file(url):
+        raise CatalogError(
+            f"catalog URL {safe_url(url)} names no file (an in-memory catalog would keep "
+            f"nothing past this command): give sqlite:///PATH"
+        )
     if not create:
         _require_existing(url)
     engine = make_engine(url)

@@ -20,6 +20,7 @@ from governance.cli.output import (
 from governance.errors import ArgumentError, GovernanceError
 from governance.scan.listing import start_root
 from governance.scan.targets import resolve_roots
+from governance.settings import MAX_CONCURRENCY
 from governance.wording import counted
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def progress_fields(objects: int, size: int, elapsed: float) -> dict[str, Any]:
 )
 @click.option(
     "--concurrency",
-    type=click.IntRange(1, 512),
+    type=click.IntRange(1, MAX_CONCURRENCY),
     default=None,
     help="Parallel listing requests (S3).",
 )

@@ -289,3 +289,12 @@ def test_a_catalog_url_naming_a_folder_says_so(tmp_path: Path, args: tuple[str, 
     result = _run(f"sqlite:///{folder}", *args)
     _bad_input(result, f"catalog sqlite:///{folder} is a folder", f"{folder}/catalog.db")
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["sqlite:///", "sqlite://", "sqlite:///:memory:"])
+def test_a_sqlite_url_naming_no_file_is_refused(tmp_path: Path, url: str) -> None:
+    """`--catalog "sqlite:///$UNSET_VAR"` would plan into memory and lose the plan and its
+    audit events at exit, while saying it saved them."""
+    (tmp_path / "storage").mkdir()
+    result = _run(url, "scan", "--root", str(tmp_path / "storage"))
+    _bad_input(result, "names no file", "give sqlite:///PATH")

@@ -31,7 +31,9 @@ def test_an_empty_govern_user_is_as_if_unset(monkeypatch: pytest.MonkeyPatch) ->
     assert resolve_identity(None) == "osuser"
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("", 16), ("  ", 16), ("4", 4), (" 8 ", 8)])
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("", 16), ("  ", 16), ("4", 4), (" 8 ", 8), ("512", 512)]
+)
 def test_an_empty_concurrency_is_the_default(
     monkeypatch: pytest.MonkeyPatch, raw: str, expected: int
 ) -> None:
@@ -41,7 +43,7 @@ def test_an_empty_concurrency_is_the_default(
     assert build_settings(None, "alice").concurrency == expected
 
 
-@pytest.mark.parametrize("raw", ["abc", "0", "-3", "2.5"])
+@pytest.mark.parametrize("raw", ["abc", "0", "-3", "2.5", "513", "99999999"])
 def test_a_bad_concurrency_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     from governance.settings import build_settings
 
