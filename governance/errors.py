@@ -70,6 +70,12 @@ class BadCredentialsError(StorageError):
     exit_code = EXIT_BAD_INPUT
 
 
+class BadRegionError(StorageError):
+    """The region asked for (the policy's `region`, AWS_DEFAULT_REGION) is not one."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 class UnreachableError(StorageError):
     """The endpoint did not answer."""
 

@@ -8,6 +8,7 @@ errors carry a `subloc` so the loader can name the exact key (see `fields.fail`)
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
@@ -68,6 +69,9 @@ def _refuse_first(problems: list[Problem], within: Loc = ()) -> None:
 # ----------------------------------------------------------------------------- blocks
 
 
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
+
+
 class StorageRoot(PolicyModel):
     """One root that is scanned; `url` is normalized (`file://` for plain paths, ends in '/')
     and checked openable (a valid bucket name, an absolute `file://` path, a known scheme)."""
@@ -78,6 +82,16 @@ class StorageRoot(PolicyModel):
     profile: str | None = None
     region: str | None = None
     concurrency: int | None = Field(default=None, ge=1, strict=True)
+
+    @field_validator("region")
+    @classmethod
+    def _region_name(cls, value: str | None) -> str | None:
+        """botocore's own check of a region name, made here where the line is known."""
+        if value is not None and not _REGION.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a region name: letters, digits and '-' (e.g. us-east-1)"
+            )
+        return value
 
 
 class RunStatusConfig(PolicyModel):

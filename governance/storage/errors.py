@@ -11,6 +11,7 @@ from __future__ import annotations
 from governance.errors import (
     AccessDeniedError,
     BadCredentialsError,
+    BadRegionError,
     NoSuchRootError,
     StorageError,
     UnreachableError,
@@ -118,6 +119,12 @@ def _from_one(root: str, exc: BaseException) -> StorageError | None:
             return AccessDeniedError(root, f"access denied ({text})")
         return StorageError(root, text)
     names = _class_names(exc)
+    if "InvalidRegionError" in names:
+        return BadRegionError(
+            root,
+            f"{exc}: check the root's `region` in the policy, or AWS_DEFAULT_REGION / "
+            "the profile's region",
+        )
     if names & _CREDENTIAL_EXCEPTIONS:
         return BadCredentialsError(root, f"no usable credentials ({exc})")
     if names & _UNREACHABLE_EXCEPTIONS or isinstance(exc, TimeoutError):

@@ -798,3 +798,27 @@ def test_policy_built_in_code_checks_placeholders_too() -> None:
     data["budgets"] = [{"select": {"project": "x"}, "monthly_usd": 10}]
     with pytest.raises(ValueError, match="unknown select key 'project'"):
         Policy.model_validate(data)
+
+
+def test_a_region_that_is_no_region_name_is_refused_at_its_line(tmp_path: Path) -> None:
+    """botocore would refuse it at the first request (exit 1, no file or line): the
+    policy says so where it is written."""
+    bad = HEAD + '    region: "bad region!"\n'
+    assert problems(tmp_path, "", bad) == [
+        "5:13: storage[0].region: 'bad region!' is not a region name: letters, digits and "
+        "'-' (e.g. us-east-1)"
+    ]
+    good = write(tmp_path, "", HEAD + "    region: eu-central-1\n")
+    assert load_policy(good).storage[0].region == "eu-central-1"
+
+
+def test_an_invalid_region_from_the_environment_is_bad_input_naming_where_to_look() -> None:
+    from botocore.exceptions import InvalidRegionError
+
+    from governance.errors import EXIT_BAD_INPUT
+    from governance.storage.errors import translate
+
+    err = translate("s3://ml-artifacts/", InvalidRegionError(region_name="bad region!"))
+    assert err.exit_code == EXIT_BAD_INPUT
+    assert "AWS_DEFAULT_REGION" in str(err)
+    assert "s3://ml-artifacts/" in str(err)
