@@ -66,6 +66,11 @@ def build_settings(
     quiet: bool = False,
     concurrency: int | None = None,
 ) -> Settings:
+    if catalog is not None and not catalog.strip():
+        raise ArgumentError(
+            "--catalog '': the catalog URL cannot be empty; give one, or leave --catalog "
+            "out to use GOVERN_CATALOG_URL or .govern/catalog.db"
+        )  # (as an empty --as is: never a silent fall-back to another catalog)
     url = catalog or os.environ.get("GOVERN_CATALOG_URL") or default_catalog_url()
     conc = concurrency or env_int(
         "GOVERN_CONCURRENCY", DEFAULT_CONCURRENCY, maximum=MAX_CONCURRENCY

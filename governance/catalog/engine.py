@@ -75,8 +75,9 @@ SUPPORTED_URLS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
 
 def make_engine(url: str) -> Engine:
     """An engine for any SQLAlchemy URL; SQLite files get WAL mode and their folder created."""
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    for plain in ("postgresql://", "postgres://"):  # (`postgres://`: libpq's spelling too)
+        if url.startswith(plain):
+            url = "postgresql+psycopg://" + url.removeprefix(plain)
     try:
         if url.startswith("sqlite"):
             db_path = sqlite_path(url)

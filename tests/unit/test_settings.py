@@ -74,3 +74,25 @@ def test_a_switch_interval_must_be_a_finite_positive_number(
     monkeypatch.setenv("GOVERN_SWITCH_INTERVAL", raw)
     with pytest.raises(ArgumentError, match="GOVERN_SWITCH_INTERVAL"):
         env_float("GOVERN_SWITCH_INTERVAL", 0.0005)
+
+
+def test_an_empty_catalog_url_is_refused_not_taken_for_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--catalog ""` (an unset shell variable) would otherwise fall back to another
+    catalog in silence, as an empty `--as` is refused for the same reason."""
+    from governance.settings import build_settings
+
+    monkeypatch.setenv("GOVERN_CATALOG_URL", "sqlite:////tmp/other.db")
+    with pytest.raises(ArgumentError, match="--catalog '': the catalog URL cannot be empty"):
+        build_settings("  ", "alice")
+    assert build_settings(None, "alice").catalog_url == "sqlite:////tmp/other.db"
+
+
+def test_a_postgres_url_in_libpqs_spelling_is_taken() -> None:
+    pytest.importorskip("psycopg")
+    from governance.catalog.engine import make_engine
+
+    engine = make_engine("postgres://ana@db.example/govern")
+    assert engine.url.drivername == "postgresql+psycopg"
+    assert engine.url.database == "govern"
