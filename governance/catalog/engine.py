@@ -357,9 +357,26 @@ def _catalog_state_error(orig: BaseException) -> bool:
 
 
 def _one_line(exc: BaseException) -> str:
-    """The driver's own message, first line only (SQLAlchemy appends the SQL and a link)."""
+    """The driver's own message, first line only (SQLAlchemy appends the SQL and a link),
+    with what to do where the driver's words do not say it."""
     reason = _BACKGROUND.sub("", str(getattr(exc, "orig", None) or exc)).strip()
-    return reason.splitlines()[0] if reason else type(exc).__name__
+    line = reason.splitlines()[0] if reason else type(exc).__name__
+    hint = next((h for found, h in _HINTS if found in line), None)
+    return f"{line} ({hint})" if hint else line
+
+
+_HINTS = (
+    (
+        "readonly database",
+        "the catalog file and its folder must be writable: SQLite keeps its -wal and -shm "
+        "files beside it, even to read",
+    ),
+    (
+        "unable to open database file",
+        "the catalog's folder must exist and be writable",
+    ),
+)
+"""SQLite messages that name a symptom, and the cause a reader can act on."""
 
 
 _BACKGROUND = re.compile(r"\s*\(Background on this (?:error|warning) at: [^)]*\)")
