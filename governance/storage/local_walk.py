@@ -26,6 +26,7 @@ bytes escaped (`\\xe9`), so that what it points at is still kept.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import marshal
 import os
@@ -83,6 +84,15 @@ def walk_tree(
             raise NoSuchRootError(url, "is not a directory") from None
         except PermissionError as exc:
             raise AccessDeniedError(url, f"cannot read {rel or '.'} ({exc})") from exc
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            # the error's own text repeats the whole path (kilobytes of it): named short
+            raise StorageError(
+                url,
+                f"cannot read {_shortened(rel)}: its path is {len(directory):,} characters, "
+                "over the system's limit (move or rename its folders to list it)",
+            ) from None
         with entries:
             for entry in entries:
                 name = entry.name
@@ -110,6 +120,11 @@ def walk_tree(
                     continue
                 ns = st.st_mtime_ns
                 yield (key, st.st_size, f"mtime:{ns}", ns // 1000)
+
+
+def _shortened(rel: str, keep: int = 60) -> str:
+    """A long relative path as its start and end: `a/b/c/…/x/y/`."""
+    return rel if len(rel) <= 2 * keep else f"{rel[:keep]}…{rel[-keep:]}"
 
 
 def readable_name(name: str) -> bool:

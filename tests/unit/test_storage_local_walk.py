@@ -126,3 +126,24 @@ def test_no_interpreter_to_start_walks_in_process(
     assert rows is not None
     assert not isinstance(rows, WalkProcess)
     assert sorted(rows) == sorted(walk_tree(f"{tree}/", f"file://{tree}/", ()))
+
+
+def test_a_folder_past_the_path_limit_is_named_short(tmp_path: Path) -> None:
+    """The OS's error repeats the whole path (kilobytes): the scan's names the folder by
+    its start and end, its length, and what to do."""
+    here = tmp_path / "root"
+    here.mkdir()
+    cwd = os.getcwd()
+    try:
+        os.chdir(here)
+        for _ in range(1100):  # 1,100 x "dddd/": past PATH_MAX (4,096 on Linux)
+            os.mkdir("dddd")
+            os.chdir("dddd")
+    finally:
+        os.chdir(cwd)
+    with pytest.raises(StorageError) as err:
+        list(walk_tree(str(here) + "/", here.as_uri() + "/", ()))
+    message = str(err.value)
+    assert "over the system's limit (move or rename its folders to list it)" in message
+    assert "…" in message
+    assert len(message) < 400
