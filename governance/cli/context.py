@@ -31,9 +31,17 @@ class AppContext:
         return self._engine
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
+        """Close the catalog's connections once the command is done. Ctrl-C landing here
+        (the command's output is complete) ends as any interrupt does: "interrupted",
+        exit 130, not a traceback from the connection pool."""
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return
+        try:
+            engine.dispose()
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise SystemExit(130) from None
 
 
 pass_app = click.make_pass_decorator(AppContext)

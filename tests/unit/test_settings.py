@@ -96,3 +96,28 @@ def test_a_postgres_url_in_libpqs_spelling_is_taken() -> None:
     engine = make_engine("postgres://ana@db.example/govern")
     assert engine.url.drivername == "postgresql+psycopg"
     assert engine.url.database == "govern"
+
+
+def test_an_interrupt_while_the_catalog_closes_is_exit_130_without_a_traceback(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+    from sqlalchemy.engine import Engine
+
+    from governance.cli.main import cli
+
+    def interrupted(self: Engine, close: bool = True) -> None:
+        raise KeyboardInterrupt
+
+    catalog = f"sqlite:///{tmp_path}/c.db"
+    assert (
+        CliRunner()
+        .invoke(cli, ["--catalog", catalog, "-q", "scan", "--root", str(tmp_path)])
+        .exit_code
+        == 0
+    )
+    monkeypatch.setattr(Engine, "dispose", interrupted)
+    result = CliRunner().invoke(cli, ["--catalog", catalog, "plans"])
+    assert result.exit_code == 130
+    assert result.stderr.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in result.output

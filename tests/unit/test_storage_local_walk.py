@@ -141,9 +141,26 @@ def test_a_folder_past_the_path_limit_is_named_short(tmp_path: Path) -> None:
             os.chdir("dddd")
     finally:
         os.chdir(cwd)
-    with pytest.raises(StorageError) as err:
-        list(walk_tree(str(here) + "/", here.as_uri() + "/", ()))
+    try:
+        with pytest.raises(StorageError) as err:
+            list(walk_tree(str(here) + "/", here.as_uri() + "/", ()))
+    finally:  # removed level by level: pytest's recursive clean-up would overflow
+        _remove_chain(here, "dddd", 1100)
     message = str(err.value)
     assert "over the system's limit (move or rename its folders to list it)" in message
     assert "…" in message
     assert len(message) < 400
+
+
+def _remove_chain(top: Path, name: str, depth: int) -> None:
+    """Remove `depth` nested folders `name` under `top`, deepest first, without recursion."""
+    cwd = os.getcwd()
+    try:
+        os.chdir(top)
+        for _ in range(depth):
+            os.chdir(name)
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir(name)
+    finally:
+        os.chdir(cwd)
