@@ -18,25 +18,12 @@ from sqlalchemy import text
 
 from governance.apply import StoreOpener, StoreSettings, apply_plan
 from governance.storage import normalize_url
+from tests.integration.test_apply_resume import DiesAfterDelete
 from tests.integration.test_apply_s3 import RUN, contents, live, make_setup, upload_tree
 from tests.integration.test_apply_support import NO_APPROVAL, Setup
 
 CK = f"{RUN}checkpoint-1000/"
 REWRITTEN = f"{CK}config.json"
-
-
-class DiesAfterDelete:
-    """A store that deletes, then dies before apply can record it (a kill mid-batch)."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def delete(self, keys: Any) -> Any:
-        self._real.delete(keys)
-        raise KeyboardInterrupt
 
 
 def _killed_then_rewritten(
