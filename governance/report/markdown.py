@@ -6,6 +6,7 @@ rules and runs does it touch, then every action with its reason.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from html import escape
 from typing import TextIO
@@ -28,11 +29,40 @@ ACTION_LIMIT = 5000
 """Markdown tables beyond this many rows help nobody; the CSV has every object."""
 
 
+class Code(str):
+    """Text shown as code in a cell (a URI, a path): one code span of its own, however
+    many backticks it holds (`_code`)."""
+
+
+class Raw(str):
+    """A cell already written as Markdown (`_cell` leaves it as it is)."""
+
+
+def _code(text: str) -> str:
+    """`text` as a Markdown code span, as CommonMark reads one: fenced by one backtick
+    more than its longest run of them, and padded with a space where it begins or ends
+    with one (`` `` job `7`.log `` ``), so a key holding backticks shows as it is."""
+    text = text.replace("\n", " ").replace("\r", " ")
+    longest = max(map(len, re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _code_cell(text: str) -> str:
+    """`_code` for a table cell: a pipe escaped (GFM reads `\\|` as `|` in code too)."""
+    return _code(text.replace("|", "\\|"))
+
+
 def _cell(value: object) -> str:
     """Text for a table cell or a list item: pipes and backslashes escaped, one line, and
     outside `code spans` the characters HTML would take as markup (a run named
     `<img src=x onerror=...>`, a reason saying "<yet>": Markdown passes HTML through, so a
     viewer would run the one and hide the other)."""
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, Code):
+        return _code_cell(value)
     text = "" if value is None else str(value)
     text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
     if "<" not in text and ">" not in text and "&" not in text:
@@ -62,13 +92,14 @@ def write_markdown(plan: Plan, out: TextIO) -> None:
 
 def render_markdown(plan: Plan) -> str:
     s = plan.summary
-    out = [f"# Plan `{plan.plan_id}`", ""]
+    out = [f"# Plan {_code(plan.plan_id)}", ""]
     out += [
         f"- **Status:** {plan.status}",
         f"- **As of:** {iso(plan.as_of)}",
         f"- **Created:** {iso(plan.created_at)} by {plan.created_by}",
-        f"- **Policy:** `{plan.policy_path or '-'}` (sha256 `{plan.policy_sha256 or '-'}`)",
-        f"- **Fingerprint:** `{plan.fingerprint}`",
+        f"- **Policy:** {_code(plan.policy_path or '-')} "
+        f"(sha256 {_code(plan.policy_sha256 or '-')})",
+        f"- **Fingerprint:** {_code(plan.fingerprint)}",
         "",
     ]
     if plan.refusal:
@@ -143,7 +174,7 @@ def _left(plan: Plan) -> list[str]:
             x.kind,
             f"{x.artifacts:,}",
             format_bytes(x.bytes),
-            f"`{x.example_uri}`: {x.example_reason}",
+            Raw(f"{_code_cell(x.example_uri)}: {_cell(x.example_reason)}"),
         ]
         for x in plan.summary.left
     ]
@@ -194,8 +225,8 @@ def _actions(plan: Plan) -> list[str]:
             a.rule,
             a.tier or "",
             str(a.action),
-            a.storage_class or (f"`{a.dest_url}`" if a.dest_url else ""),
-            f"`{a.artifact.uri}`",
+            a.storage_class or (Code(a.dest_url) if a.dest_url else ""),
+            Code(a.artifact.uri),
             f"{len(a.objects):,}",
             format_bytes(a.bytes),
             action_dollars(a),

@@ -150,3 +150,20 @@ def test_the_kept_tables_say_how_in_words() -> None:
     page = render(plan, "html")
     assert "<td>in flight</td>" in page
     assert "in_flight" in render(plan, "json")  # the JSON keeps its values
+
+
+def test_a_key_holding_backticks_is_one_code_span() -> None:
+    """A single-backtick span ends at the key's own backtick (`job `7`.log` read as code,
+    text, code): the fence is one backtick longer than the longest run inside."""
+    from governance.report.markdown import _code
+
+    assert _code("s3://b/logs/job `7`.log") == "``s3://b/logs/job `7`.log``"
+    assert _code("`edge") == "`` `edge ``"
+    assert _code("plain") == "`plain`"
+    plan = sample_plan()
+    ref = plan.actions[0].artifact
+    ref.uri = ref.root_url + "logs/job `7` | *x*.log"
+    md = render(plan, "md")
+    [row] = [line for line in md.splitlines() if "job `7`" in line and line.startswith("| 1 ")]
+    assert "``s3://ml-artifacts/logs/job `7` \\| *x*.log``" in row
+    assert row.replace("\\|", "").count("|") == 11  # still 10 columns
