@@ -103,17 +103,14 @@ def record_completed(
             )
 
 
-def seen_completed(engine: Engine | Connection, root_id: int) -> dict[str, SeenCompleted]:
+def seen_completed(engine: Engine, root_id: int) -> dict[str, SeenCompleted]:
     """The root's recorded completed runs, by run key."""
     c = _C.c
     query = select(c.run_key, c.reason, c.last_write_us, c.plan_id, c.final_key).where(
         c.root_id == root_id
     )
-    if isinstance(engine, Engine):
-        with engine.connect() as conn:
-            rows = conn.execute(query).all()
-    else:
-        rows = engine.execute(query).all()
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
     return {
         str(key): SeenCompleted(str(reason), datetime_from_us(int(us)), str(plan), final)
         for key, reason, us, plan, final in rows

@@ -21,7 +21,7 @@ from governance.model.detectors import REGISTRY, RUN_DETECTORS, Context
 from governance.model.detectors.base import basename, parent
 from governance.model.dispatch import Dispatch
 from governance.model.metrics import best_info
-from governance.model.types import Artifact, CatalogObject, Kind, Run, RunStatus, SeenCompleted
+from governance.model.types import Artifact, CatalogObject, Kind, Run, RunStatus
 
 CONTAINER_NAMES = frozenset(
     {"checkpoints", "checkpoint", "ckpt", "ckpts", "output", "outputs", "out", "saved_models"}
@@ -203,10 +203,6 @@ def _status(
     finished = _trainer_finished(trainer)
     if finished is not None:
         return RunStatus.COMPLETED, finished
-    seen = opts.seen_completed.get(key)
-    if seen is not None and last <= seen.last_write:
-        # its evidence is gone (archived away, expired), and nothing was written since
-        return RunStatus.COMPLETED, recorded_reason(seen)
     if not any(
         a.layout in CHECKPOINT_LAYOUTS and a.kind in (Kind.CHECKPOINT, Kind.RESIDUE)
         for a in artifacts
@@ -289,7 +285,15 @@ def build_run(
     age = _age((ctx.options.as_of - last_write).total_seconds())
     trainer = _newest_trainer_state(artifacts, ctx)
     status, reason = _status(key, objs, artifacts, ctx, last_write, age, trainer)
+    # No evidence of an end here, but an earlier plan saw the run completed, and nothing
+    # was written in it since: its evidence is gone (archived away, expired), not its end.
     seen = ctx.options.seen_completed.get(key)
+    recorded = None
+    if status in _NO_END and seen is not None and last_write <= seen.last_write:
+        status, recorded = RunStatus.COMPLETED, seen
+        reason = (
+            f"completed when plan {seen.plan_id} was made ({seen.reason}); nothing written since"
+        )
     return Run(
         key=key,
         name=attributes.get("run") or basename(key),
@@ -298,10 +302,10 @@ def build_run(
         last_write=last_write,
         attributes=dict(attributes),
         best_checkpoint=_best_checkpoint(trainer, artifacts),
-        recorded=seen if seen is not None and reason == recorded_reason(seen) else None,
+        recorded=recorded,
     )
 
 
-def recorded_reason(seen: SeenCompleted) -> str:
-    """The status reason of a run completed by an earlier plan's record."""
-    return f"completed when plan {seen.plan_id} was made ({seen.reason}); nothing written since"
+_NO_END = (RunStatus.UNKNOWN, RunStatus.RUNNING, RunStatus.ABANDONED)
+"""What `_status` says of a run with no evidence of how it ended (no marker, no final
+weights, no finished Trainer state)."""
