@@ -217,11 +217,7 @@ def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> Ap
         if stored is PlanStatus.REFUSED:
             reasons.insert(0, facts.refusal or "over a safety limit")
         elif stored is PlanStatus.REJECTED and rejection is not None:
-            reasons.insert(
-                0,
-                f"vetoed by {rejection.actor} at {when(rejection.at)}: "
-                f"{rejection.comment or 'no comment'}",
-            )
+            reasons.insert(0, _veto_words(rejection.actor, rejection.at, rejection.comment))
         elif stored is PlanStatus.EXPIRED:
             reasons.insert(0, f"its approval expired at {when(expires_at)}")
         elif stored is PlanStatus.WHAT_IF:
@@ -308,19 +304,18 @@ def veto_of(engine: Engine, plan_id: str) -> str | None:
     """Who vetoed the plan, when and why (None: nobody): an apply under way asks between
     batches, and stops at the veto (`govern reject` during an apply)."""
     with engine.connect() as conn:
-        row = (
-            conn.execute(
-                select(_R.c.actor, _R.c.at, _R.c.comment)
-                .where(_R.c.plan_id == plan_id, _R.c.decision == REJECT)
-                .order_by(_R.c.at, _R.c.id)
-                .limit(1)
-            )
-            .mappings()
-            .first()
-        )
-    if row is None:
-        return None
-    return f"vetoed by {row['actor']} at {when(row['at'])}: {row['comment'] or 'no comment'}"
+        row = conn.execute(
+            select(_R.c.actor, _R.c.at, _R.c.comment)
+            .where(_R.c.plan_id == plan_id, _R.c.decision == REJECT)
+            .order_by(_R.c.at.desc(), _R.c.id.desc())  # the latest, as `derive` reads it
+            .limit(1)
+        ).first()
+    return None if row is None else _veto_words(*row)
+
+
+def _veto_words(actor: str, at: datetime, comment: str | None) -> str:
+    """`vetoed by carol at 2026-12-02 09:26Z: STOP`: a rejection, as every message says it."""
+    return f"vetoed by {actor} at {when(at)}: {comment or 'no comment'}"
 
 
 def _set_status(conn: Connection, plan_id: str, status: PlanStatus) -> None:

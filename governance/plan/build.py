@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import chain, islice, pairwise, repeat
 from operator import attrgetter, le, lt
 from typing import Any
@@ -43,6 +43,7 @@ from governance.plan.types import (
     in_place_class,
 )
 from governance.policy.models import Policy
+from governance.policy.units import format_duration
 from governance.wording import counted
 
 _COMPLETED = RunStatus.COMPLETED
@@ -242,13 +243,6 @@ NOTICE_UNANNOUNCED = (
 )
 
 
-def _span(span: timedelta) -> str:
-    """A notice period as the policy writes durations: `7d`, `36h`, `1h30m`."""
-    from governance.policy.units import format_duration
-
-    return format_duration(span)
-
-
 def build_plan(
     roots: Iterable[RootSnapshot],
     policy: Policy,
@@ -394,7 +388,8 @@ def _build(
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
     if policy.approval.mode == "notice":
-        notes.append(NOTICE_UNANNOUNCED.format(period=_span(policy.approval.notice_period)))
+        period = format_duration(policy.approval.notice_period)
+        notes.append(NOTICE_UNANNOUNCED.format(period=period))
     # The roots' whole monthly bill, so the summary shows the bill before -> after.
     storage_cost = sum(policy.price(sc) * n / GB for sc, n in sorted(class_bytes.items()))
     refused = refusal(deleted, totals, policy.safety, moved)

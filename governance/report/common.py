@@ -137,13 +137,14 @@ def usd(value: float) -> str:
     return f"-{text}" if value < 0 and text != "$0.00" else text
 
 
-def saving_words(saving: float) -> str:
-    """What a plan does to the monthly bill, in words a reader cannot take the wrong way:
-    a plan whose copies cost more (an archive copy lands in STANDARD) says so."""
+def saving_words(saving: float, per: str = "month") -> str:
+    """What a plan (or an action: `per` "mo") does to the monthly bill, in words a reader
+    cannot take the wrong way: one whose copies cost more (an archive copy lands in
+    STANDARD) says so."""
     if saving > 0:
-        return f"saves {usd(saving)}/month"
+        return f"saves {usd(saving)}/{per}"
     if saving < 0:
-        return f"costs {usd(-saving)}/month more"
+        return f"costs {usd(-saving)}/{per} more"
     return "no change to the monthly bill"
 
 
@@ -187,10 +188,8 @@ def action_dollars(a: PlannedAction) -> str:
     parts = []
     before, after = a.monthly_cost_before_usd, a.monthly_cost_after_usd
     saving = monthly_saving(before, after)
-    if saving > 0:
-        parts.append(f"saves {usd(saving)}/mo")
-    elif saving < 0:
-        parts.append(f"costs {usd(-saving)}/mo more")
+    if saving:
+        parts.append(saving_words(saving, "mo"))
     elif before != after:
         parts.append("saves < $0.01/mo" if before > after else "costs < $0.01/mo more")
     once = one_off(a.early_deletion_usd, a.request_cost_usd)
