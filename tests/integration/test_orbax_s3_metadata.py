@@ -28,6 +28,7 @@ from governance.scan.metadata import prefetch_metadata
 from governance.scan.runner import scan_store
 from governance.storage import open_store
 from tests.fixtures.builders import Writer, hf_run, local_writer, orbax_step
+from tests.unit.plan_factories import KEEP_LAST_1_RESIDUE
 
 D = timedelta(days=1)
 LIVE = "runs/live/ckpt/"  # 100, 200 committed; 300 started, never committed
@@ -72,20 +73,9 @@ storage:
   - name: artifacts
     url: s3://{bucket}/
     endpoint_url: {moto_server}
-layout:
-  runs: ["runs/{{run}}/"]
-protect: {{min_age: 12h}}
-rules:
-  - name: residue
-    select: {{kind: residue}}
-    expire: {{after: 12h}}
-  - name: checkpoints
-    select: {{kind: checkpoint}}
-    tiers:
-      - {{name: recent, keep_last: 1}}
-    otherwise: delete
-safety: {{max_delete_fraction: 1}}
-""",
+"""
+        + KEEP_LAST_1_RESIDUE
+        + "safety: {max_delete_fraction: 1}\n",
         encoding="utf-8",
     )
     catalog = f"sqlite:///{tmp / 'catalog.db'}"

@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 
 from governance.cli.main import cli
 from tests.fixtures.builders import hf_run, local_writer
+from tests.unit.plan_factories import KEEP_LAST_1_RESIDUE
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 H = timedelta(hours=1)
@@ -55,20 +56,9 @@ def tree(tmp_path: Path) -> tuple[str, Path, Path]:
 storage:
   - name: local
     url: {storage}
-layout:
-  runs: ["runs/{{run}}/"]
-protect: {{min_age: 12h}}
-rules:
-  - name: residue
-    select: {{kind: residue}}
-    expire: {{after: 12h}}
-  - name: checkpoints
-    select: {{kind: checkpoint}}
-    tiers:
-      - {{name: recent, keep_last: 1}}
-    otherwise: delete
-safety: {{max_delete_fraction: 1}}
 """
+        + KEEP_LAST_1_RESIDUE
+        + "safety: {max_delete_fraction: 1}\n"
     )
     catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
     _json(_run(catalog, "scan", "--policy", str(policy), "--format", "json"))

@@ -19,13 +19,11 @@ from governance.plan.types import KeptHow
 from tests.fixtures import builders as b
 from tests.unit.plan_factories import (
     AS_OF,
+    KEEP_LAST_1_RESIDUE,
     actions_for,
     kept_for,
     make_plan,
     policy,
-)
-from tests.unit.plan_factories import (
-    KEEP_LAST_1_RESIDUE as KEEP_LAST_1,
 )
 
 H = timedelta(hours=1)
@@ -170,7 +168,7 @@ def test_a_cut_short_index_makes_sharded_weights_incomplete() -> None:
 def test_keep_last_keeps_what_a_live_run_resumes_from_within_the_grace_period() -> None:
     """checkpoint-300 (cut short, 1h old) is in flight; checkpoint-200 is the newest
     complete one, kept by `keep_last: 1` (invariants 1 and 8); only checkpoint-100 goes."""
-    pol = policy(KEEP_LAST_1)
+    pol = policy(KEEP_LAST_1_RESIDUE)
     t = b.MemoryTree()
     u100, u200, u300 = live_run(t, AS_OF - H)
     groups = list(classify(t.objects, pol.classify_options(AS_OF), t.read_meta))
@@ -191,7 +189,7 @@ def test_keep_last_keeps_what_a_live_run_resumes_from_within_the_grace_period() 
 def test_past_the_grace_period_the_cut_short_checkpoint_is_residue() -> None:
     """A day later the broken checkpoint-300 is residue and the residue rule deletes it;
     checkpoint-200 is still the one `keep_last: 1` keeps."""
-    pol = policy(KEEP_LAST_1)
+    pol = policy(KEEP_LAST_1_RESIDUE)
     t = b.MemoryTree()
     u100, u200, u300 = live_run(t, AS_OF - 24 * H)
     groups = list(classify(t.objects, pol.classify_options(AS_OF), t.read_meta))

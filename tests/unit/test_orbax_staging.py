@@ -37,13 +37,11 @@ from governance.scan.metadata import is_metadata_key
 from tests.fixtures import builders as b
 from tests.unit.plan_factories import (
     AS_OF,
+    KEEP_LAST_1_RESIDUE,
     actions_for,
     kept_for,
     make_plan,
     policy,
-)
-from tests.unit.plan_factories import (
-    KEEP_LAST_1_RESIDUE as KEEP_LAST_1,
 )
 
 H = timedelta(hours=1)
@@ -146,7 +144,7 @@ def test_keep_last_keeps_the_committed_step_not_the_staging_folder() -> None:
     s100 = b.orbax_step(t, CKPT, "checkpoint_100", mtime=old)
     s200 = b.orbax_step(t, CKPT, "checkpoint_200", mtime=old + H)
     tmp = staging(t, "checkpoint_300.orbax-checkpoint-tmp", old + 2 * H)
-    plan = make_plan(groups(t, AS_OF), policy(KEEP_LAST_1))
+    plan = make_plan(groups(t, AS_OF), policy(KEEP_LAST_1_RESIDUE))
     assert tier_of(plan, s200) == "recent"
     assert actions_for(plan, s200) == []
     assert [a.action.value for a in actions_for(plan, s100)] == ["delete"]
@@ -220,7 +218,7 @@ def test_an_unread_step_newer_than_a_committed_one_is_not_counted() -> None:
 def test_keep_last_keeps_the_committed_step_when_the_newest_was_not_read() -> None:
     t = b.MemoryTree()
     s100, s200, s300 = _store_run(t, AS_OF - 10 * DAY)
-    plan = make_plan(groups(t, AS_OF, _without(t, s300)), policy(KEEP_LAST_1))
+    plan = make_plan(groups(t, AS_OF, _without(t, s300)), policy(KEEP_LAST_1_RESIDUE))
     assert tier_of(plan, s200) == "recent"
     assert actions_for(plan, s200) == []
     assert [a.action.value for a in actions_for(plan, s100)] == ["delete"]
@@ -242,12 +240,12 @@ def test_a_recent_unread_step_is_in_flight_not_counted() -> None:
         assert not a[s400].complete
         assert a[s400].kind is Kind.CHECKPOINT
         assert "in flight" in a[s400].note
-        plan = make_plan(groups(t, AS_OF, reader), policy(KEEP_LAST_1))
+        plan = make_plan(groups(t, AS_OF, reader), policy(KEEP_LAST_1_RESIDUE))
         kept = kept_for(plan, s400)
         assert kept is not None
         assert kept.how is KeptHow.IN_FLIGHT, kept
         assert actions_for(plan, s400) == []
-    plan = make_plan(groups(t, AS_OF, _without(t, s400)), policy(KEEP_LAST_1))
+    plan = make_plan(groups(t, AS_OF, _without(t, s400)), policy(KEEP_LAST_1_RESIDUE))
     assert tier_of(plan, s200) == "recent"
 
 
