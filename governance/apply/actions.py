@@ -156,7 +156,7 @@ class ActionRunner:
                 if i.quarantine_root and (i.action_id, i.key) in kept
             ]
             delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
-        removed += self._recovered(batch.removal, batch.pending)
+        removed += self.recovered(batch.removal, batch.pending)
         gone += _gone_before(batch.removal)
         gone += _aborted_uploads(batch.checks, errors)
         outcomes = [self._outcome(c, errors) for c in batch.checks]
@@ -250,7 +250,7 @@ class ActionRunner:
                 if not result.ok:
                     errors.setdefault(c.action.id, f"{o.key}: {result.error}")
 
-    def _recovered(
+    def recovered(
         self, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
     ) -> list[tuple[int, str, str | None]]:
         """Objects an interrupted execution removed; versioned ones get their marker."""

@@ -512,7 +512,7 @@ def _record_removed_before(engine: Engine, runner: ActionRunner, batch: StartedB
     if not skipped:
         return
     found = [Check(c.action, already=list(c.removed_before)) for c in skipped]
-    removed = runner._recovered(found, batch.pending)  # the markers, as for a resumed action
+    removed = runner.recovered(found, batch.pending)  # the markers, as for a resumed action
     gone = [(c.action.artifact.root_url, o.key, "", o.size) for c in found for o in c.already]
     config = runner.config
     now = _clock()
