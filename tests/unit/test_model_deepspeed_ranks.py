@@ -5,7 +5,7 @@ complete."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from governance.model.detectors.deepspeed import ranks_verdict
 from governance.model.types import Kind
@@ -121,3 +121,47 @@ def test_lightning_deepspeed_zero3_folder_without_partitions() -> None:
     a = arts(t)[unit]
     assert not a.complete
     assert "optim dp0/mp0" in a.completeness_reason
+
+
+# ------------------------------------------------ universal tags converted out of order
+
+
+def _universal(t: b.MemoryTree, tag: str, mtime: datetime) -> str:
+    unit = f"u/ckpt/{tag}_universal/"
+    for name in [*_z3_names(2, optim=False), "zero/embed.weight/fp32.pt"]:
+        t(unit + name, b.BLOB, mtime)
+    return unit
+
+
+def test_universal_tag_converted_before_an_older_one_stays_complete() -> None:
+    """`ds_to_universal` writes `latest_universal` last, for whichever step a person
+    converts: step 200 converted, then step 100, leaves `latest_universal` naming step
+    100. Step 200's conversion finished before that write: complete (it read as a
+    conversion in flight, residue past the grace period, and was deleted)."""
+    t = b.MemoryTree()
+    for step in (100, 200):
+        b.deepspeed_tag(t, "u/ckpt", f"global_step{step}", mtime=b.T0, zero3=True, dp=2)
+    b.deepspeed_latest(t, "u/ckpt", "global_step200", b.T0)
+    newer = _universal(t, "global_step200", b.T0 + DAY)
+    older = _universal(t, "global_step100", b.T0 + 2 * DAY)
+    t("u/ckpt/latest_universal", b"global_step100_universal", b.T0 + 2 * DAY)
+    a = arts(t)
+    assert a[older].complete, a[older].completeness_reason
+    assert a[newer].complete, a[newer].completeness_reason
+    assert a[newer].kind is Kind.CHECKPOINT
+    assert "written after this tag's files" in a[newer].completeness_reason
+
+
+def test_universal_tag_written_after_latest_universal_is_a_conversion_in_flight() -> None:
+    """Step 100 converted, step 200's conversion still writing (or crashed): newer than
+    `latest_universal` and written after it, incomplete, residue past the grace period."""
+    t = b.MemoryTree()
+    b.deepspeed_tag(t, "u/ckpt", "global_step200", mtime=b.T0, zero3=True, dp=2)
+    b.deepspeed_latest(t, "u/ckpt", "global_step200", b.T0)
+    _universal(t, "global_step100", b.T0 + DAY)
+    t("u/ckpt/latest_universal", b"global_step100_universal", b.T0 + DAY)
+    flight = _universal(t, "global_step200", b.T0 + 2 * DAY)
+    a = arts(t)
+    assert not a[flight].complete
+    assert a[flight].kind is Kind.RESIDUE
+    assert "save not finished" in a[flight].completeness_reason

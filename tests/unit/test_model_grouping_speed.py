@@ -64,6 +64,6 @@ def test_deepspeed_build_is_the_generic_artifact(
     ctx = tracker_context(trackers, latest)
     got = DeepSpeedDetector().build(unit, members, ctx())
     step = _tag_step(basename(unit))
-    verdict = _combined(ranks_verdict(names), latest_verdict(unit, step, ctx()))
+    verdict = _combined(ranks_verdict(names), latest_verdict(unit, step, ctx(), members))
     want = artifact(unit, got.kind, "deepspeed", members, ds_component, step=step, verdict=verdict)
     assert got == want

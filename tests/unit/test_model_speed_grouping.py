@@ -263,7 +263,7 @@ def test_deepspeed_builds_all_units_as_the_generic_artifact(
             continue
         names = [o.key[len(unit) :] for o in members]
         step = _tag_step(basename(unit))
-        verdict = _combined(ranks_verdict(names), latest_verdict(unit, step, ctx()))
+        verdict = _combined(ranks_verdict(names), latest_verdict(unit, step, ctx(), members))
         want = artifact(unit, Kind.CHECKPOINT, "deepspeed", members, ds_component, step=step)
         want.complete, want.completeness_reason = verdict
         assert art == want

@@ -10,7 +10,10 @@ partitions, and the other way round). Tags that are not `global_step<N>` (Lightn
 tag is judged by its files alone (write times cannot tell a save in flight from a copy:
 `aws s3 sync` or `cp -r` stamps every file with its own time, after `latest`'s).
 `latest`, `latest_universal` and `zero_to_fp32.py` in the save folder are small metadata
-artifacts of their own.
+artifacts of their own. Universal tags (`global_step<N>_universal/`) are judged by
+`latest_universal`, which `ds_to_universal` writes last, offline and in whatever order of
+steps a person converts them: a universal tag newer than the one it names is a
+conversion in flight only while its files are newer than `latest_universal`'s write.
 
 ZeRO-3 (model states named `zero_pp_rank_<dp>_mp_rank_<mp>_model_states.pt`) keeps no real
 weights in the model states: the fp32 weights are rebuilt from the optimizer partitions
@@ -122,10 +125,13 @@ def _universal(names: tuple[str, ...]) -> bool:
     return any(n.startswith("zero/") or "/zero/" in n for n in names)
 
 
-def latest_verdict(unit: str, step: int | None, ctx: Context) -> Verdict:
+def latest_verdict(
+    unit: str, step: int | None, ctx: Context, members: Sequence[CatalogObject] = ()
+) -> Verdict:
     """Does `<save_dir>/latest` (or `latest_universal`) name this tag or a later one?"""
     head, sep, tag = unit.rstrip("/").rpartition("/")
-    return _latest_verdict(head + sep, tag, step, ctx)  # `parent(unit)`, `basename(unit)`
+    # `parent(unit)`, `basename(unit)`
+    return _latest_verdict(head + sep, tag, step, ctx, members)
 
 
 def _latest_verdict(
@@ -133,6 +139,7 @@ def _latest_verdict(
     tag: str,
     step: int | None,
     ctx: Context,
+    members: Sequence[CatalogObject] = (),
 ) -> Verdict:
     tracker_name = "latest_universal" if tag.endswith("_universal") else "latest"
     named = _tracker_tag(save_dir + tracker_name, ctx)
@@ -146,6 +153,8 @@ def _latest_verdict(
     if named_step is not None and step is not None:
         if named_step >= step:
             return _later(tracker_name, text)
+        if tracker_name == "latest_universal" and _converted_before(save_dir, members, ctx):
+            return _converted_out_of_order(text)
         return _unfinished(tracker_name, text)
     return Verdict(True, f"{tracker_name} names {text} (not comparable)")
 
@@ -173,6 +182,24 @@ def _tag_step(tag: str) -> int | None:
     """The step in a tag's name (`global_step1000` -> 1000), or None."""
     m = _TAG_STEP.search(tag)
     return int(m.group(1)) if m else None
+
+
+def _converted_before(save_dir: str, members: Sequence[CatalogObject], ctx: Context) -> bool:
+    """Whether `latest_universal` was written after every file of the tag: universal tags
+    are made offline by `ds_to_universal`, one conversion at a time and in any order of
+    steps, each writing `latest_universal` last. A tag converted before a later
+    conversion of an older step finished its files then: it is not a save in flight."""
+    tracker = ctx.lookup(save_dir + "latest_universal")
+    if tracker is None or not members:
+        return False
+    return tracker.last_modified >= max(o.last_modified for o in members)
+
+
+@lru_cache(maxsize=1024)
+def _converted_out_of_order(named: str) -> Verdict:
+    return Verdict(
+        True, f"latest_universal names earlier tag {named}, written after this tag's files"
+    )
 
 
 @lru_cache(maxsize=1024)  # one per save folder state: shared by the tags it names later
@@ -251,7 +278,7 @@ class DeepSpeedDetector(Detector):
                 tag if unit[-2:-1] != "/" else basename(unit), tuple([o.key[n:] for o in members])
             )
             save_dir = head + sep  # `parent(unit)`
-            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx))
+            complete, reason = _combined(ranks, _latest_verdict(save_dir, tag, step, ctx, members))
             # = artifact(unit, CHECKPOINT, layout, members, ds_component, step=, verdict=,
             # names=), with what a tag's file names decide memoised
             out.append(
