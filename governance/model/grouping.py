@@ -265,11 +265,30 @@ def classify_group(
             suspects.add(root)
 
     ctx = Context(options, read_meta, _KeyIndex(live, keys if ordered else None), trackers)
-    out += _build_units(units, owner, ctx, units if not ordered else added, suspects)
+    built = _build_units(units, owner, ctx, units if not ordered else added, suspects)
+    if run_key is not None and run_key in units:
+        built = _files_of_run_folder_logs(built, run_key)
+    out += built
     out.extend(_loose(o, options) for o in loose)
     for art in out:
         art.run = run_key
     _sort_arts(out)
+    return out
+
+
+def _files_of_run_folder_logs(arts: list[Artifact], run_key: str) -> list[Artifact]:
+    """A log stream whose folder is the run's own (Lightning's `version_0/` holds its
+    TensorBoard event files) as one artifact per file: named by its folder, the log
+    read as the whole run in reports ("delete runs/r1/") and explanations."""
+    out: list[Artifact] = []
+    for art in arts:
+        if art.key != run_key or art.kind is not Kind.LOG:
+            out.append(art)
+            continue
+        for obj, role in zip(art.objects, art.roles, strict=True):
+            one = Artifact(obj.key, art.kind, art.layout, [obj], (role,), note=art.note)
+            one.complete, one.completeness_reason = art.complete, art.completeness_reason
+            out.append(one)
     return out
 
 

@@ -259,3 +259,33 @@ def test_orbax_tmp_folder_on_a_filesystem_is_still_residue() -> None:
     tmp = [a for a in arts(t).values() if ".orbax-checkpoint-tmp-" in a.key]
     assert tmp
     assert all(a.kind is Kind.RESIDUE for a in tmp)
+
+
+# ------------------------------------------- logs straight in the run's own folder
+
+
+def test_tensorboard_events_in_the_run_folder_are_artifacts_of_their_own() -> None:
+    """Lightning writes its TensorBoard event files straight into the run folder
+    (`lightning_logs/version_0/`): one log stream named by that folder read as the whole
+    run ("delete .../version_0/"). Each event file is an artifact of its own there; in a
+    folder of their own (`runs/<date>_<host>/`) they stay one stream."""
+    t = b.MemoryTree()
+    b.lightning_run(t, "exp/r1")
+    run = "exp/r1/lightning_logs/version_0/"
+    extra = run + "events.out.tfevents.1704070800.host.42.1"
+    t(extra, b.BLOB, b.T0)
+    g = [g for g in groups(t) if g.run is not None and g.run.key == run]
+    assert len(g) == 1
+    by_key = {a.key: a for a in g[0].artifacts}
+    assert run not in by_key
+    logs = [a for a in g[0].artifacts if a.layout == "tensorboard"]
+    assert sorted(a.key for a in logs) == [
+        run + "events.out.tfevents.1704067200.host.42.0",
+        extra,
+    ]
+    assert {(a.kind, a.run, len(a.objects)) for a in logs} == {(Kind.LOG, run, 1)}
+    nested = b.MemoryTree()
+    b.hf_run(nested, "hf/r2", final_weights=True)
+    streams = [a for a in arts(nested).values() if a.layout == "tensorboard"]
+    assert len(streams) == 1
+    assert streams[0].key.endswith("/runs/Jan01_00-00-00_host/")

@@ -1,8 +1,8 @@
 """Everything around checkpoints: logs, evaluation outputs, datasets and exported weights.
 
 - Logs: W&B run folders (`wandb/run-*`), TensorBoard `events.out.tfevents.*` (one stream
-  per folder), `*.log`, Slurm `slurm-*.out`, `metrics.csv`, and `*.txt` / `*.jsonl` under a
-  `logs/` folder.
+  per folder; in the run's own folder, one per file: see `grouping`), `*.log`, Slurm
+  `slurm-*.out`, `metrics.csv`, and `*.txt` / `*.jsonl` under a `logs/` folder.
 - Evaluation: `eval/`-like folders, `eval_results*.json`, `test_results*.json`,
   `predictions*`.
 - Datasets: HF `datasets` folders (`dataset_info.json` / `dataset_dict.json` with `state.json`
