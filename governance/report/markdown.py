@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from html import escape
 from typing import TextIO
 
 from governance.plan.types import Plan
@@ -55,24 +54,50 @@ def _code_cell(text: str) -> str:
 
 
 def _cell(value: object) -> str:
-    """Text for a table cell or a list item: pipes and backslashes escaped, one line, and
-    outside `code spans` the characters HTML would take as markup (a run named
-    `<img src=x onerror=...>`, a reason saying "<yet>": Markdown passes HTML through, so a
-    viewer would run the one and hide the other)."""
+    """Text for a table cell: `_text`, except a `Code` cell (one code span) and a `Raw`
+    one (already Markdown: escaping it again would show its backslashes)."""
     if isinstance(value, Raw):
         return str(value)
     if isinstance(value, Code):
         return _code_cell(value)
+    return _text(value)
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_MARKUP = re.compile(r"[\\`*\[\]~|<>&]|(?<![^\W_])_|_(?![^\W_])")
+_AS_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_BLOCK_START = re.compile(r"[#+-]|\d{1,9}(?=[.)])")
+
+
+def _text(value: object) -> str:
+    """Plain text (a run's or rule's name, a reason, a note) as Markdown inline text that
+    renders as typed, in a table cell, a list item or after a bold label: on one line,
+    and every character Markdown or GFM would read as markup escaped.
+
+    A backslash goes before the characters that make emphasis, strikethrough, links,
+    code spans or table cells (`*`, `_`, `~`, `[`, `]`, a backtick, `|`, a backslash:
+    CommonMark allows one before any ASCII punctuation); `_` only where it could open or
+    close emphasis (not inside a word: `STANDARD_IA`, `protect.min_age` stay as they
+    are). What HTML would take as markup (`<`, `>`, `&`: Markdown passes HTML through,
+    so a viewer would run a run named `<img src=x onerror=...>`) becomes an entity. No
+    backtick is left to open a code span, so the whole text is escaped alike. Ends are
+    trimmed: Markdown would drop the spaces anyway, and a trailing one would keep a
+    `**bold**` name from closing."""
     text = "" if value is None else str(value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("\r", " ")
-    if "<" not in text and ">" not in text and "&" not in text:
+    text = _NEWLINE.sub(" ", text).strip()
+    return _MARKUP.sub(lambda m: _AS_ENTITY.get(m[0]) or "\\" + m[0], text)
+
+
+def _item(value: object) -> str:
+    """`_text` for the start of a list item, where a leading `#`, `-`, `+` or `1.` would
+    begin a heading or a nested list: that mark escaped too (`\\# 1`, `1\\. done`)."""
+    text = _text(value)
+    m = _BLOCK_START.match(text)
+    if m is None:
         return text
-    parts = text.split("`")
-    for i in range(0, len(parts), 2):  # outside code spans
-        parts[i] = escape(parts[i], quote=False)
-    if len(parts) % 2 == 0:  # an unmatched backtick opens no span: what follows is text
-        parts[-1] = escape(parts[-1], quote=False)
-    return "`".join(parts)
+    if m[0][:1].isdigit():  # the `.` or `)` after the number makes it a list
+        return f"{m[0]}\\{text[m.end() :]}"
+    return f"\\{text}"
 
 
 def _table(header: list[str], rows: list[list[object]], right: set[int] | None = None) -> list[str]:
@@ -94,16 +119,16 @@ def render_markdown(plan: Plan) -> str:
     s = plan.summary
     out = [f"# Plan {_code(plan.plan_id)}", ""]
     out += [
-        f"- **Status:** {plan.status}",
+        f"- **Status:** {_text(plan.status)}",
         f"- **As of:** {iso(plan.as_of)}",
-        f"- **Created:** {iso(plan.created_at)} by {plan.created_by}",
+        f"- **Created:** {iso(plan.created_at)} by {_text(plan.created_by)}",
         f"- **Policy:** {_code(plan.policy_path or '-')} "
         f"(sha256 {_code(plan.policy_sha256 or '-')})",
         f"- **Fingerprint:** {_code(plan.fingerprint)}",
         "",
     ]
     if plan.refusal:
-        out += [f"> **Refused:** {plan.refusal}", ""]
+        out += [f"> **Refused:** {_text(plan.refusal)}", ""]
     out += ["## Totals", ""]
     out += _table(
         ["actions", "objects", "deleted", "transitioned", "archived"],
@@ -122,9 +147,9 @@ def render_markdown(plan: Plan) -> str:
     if gone is not None:
         out += [
             "",
-            f"> **Deletes: {_cell(gone.how)}**"
+            f"> **Deletes: {_text(gone.how)}**"
             if gone.permanent
-            else f"**Deletes:** {_cell(gone.how)}",
+            else f"**Deletes:** {_text(gone.how)}",
         ]
     out += [
         "",
@@ -139,9 +164,9 @@ def render_markdown(plan: Plan) -> str:
         ]
     out.append("")
     if plan.notes:
-        out += ["## Notes", "", *[f"- {_cell(n)}" for n in plan.notes], ""]
+        out += ["## Notes", "", *[f"- {_item(n)}" for n in plan.notes], ""]
     if plan.history is not None:
-        out += ["## History", "", *[f"- {_cell(n)}" for n in plan.history.lines()], ""]
+        out += ["## History", "", *[f"- {_item(n)}" for n in plan.history.lines()], ""]
     out += _by_rule(plan) + _left(plan) + _by_run(plan) + _timeline(plan)
     out += _actions(plan) + _kept(plan)
     return "\n".join(out).rstrip() + "\n"
@@ -174,7 +199,7 @@ def _left(plan: Plan) -> list[str]:
             x.kind,
             f"{x.artifacts:,}",
             format_bytes(x.bytes),
-            Raw(f"{_code_cell(x.example_uri)}: {_cell(x.example_reason)}"),
+            Raw(f"{_code_cell(x.example_uri)}: {_text(x.example_reason)}"),
         ]
         for x in plan.summary.left
     ]
@@ -210,9 +235,9 @@ def _timeline(plan: Plan) -> list[str]:
     out = ["## Checkpoints per run", ""]
     many_roots = len({row.root_url for row in rows}) > 1
     for row in rows:
-        steps = ", ".join(f"{_cell(c.label)} {c.phrase}" for c in row.cells)
-        where = f" ({_cell(row.root_url)})" if many_roots else ""  # as the html report does
-        out.append(f"- **{_cell(row.run)}**{where}: {steps}")
+        steps = ", ".join(f"{_text(c.label)} {c.phrase}" for c in row.cells)
+        where = f" ({_text(row.root_url)})" if many_roots else ""  # as the html report does
+        out.append(f"- **{_text(row.run)}**{where}: {steps}")
     return [*out, ""]
 
 

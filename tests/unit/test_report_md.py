@@ -120,8 +120,9 @@ def test_out_suffixes_pick_a_format() -> None:
 def test_an_unmatched_backtick_opens_no_code_span_for_markup() -> None:
     from governance.report.markdown import _cell
 
-    assert _cell("a`<img src=x onerror=alert(1)>") == "a`&lt;img src=x onerror=alert(1)&gt;"
-    assert _cell("`<kept>` and <escaped>") == "`<kept>` and &lt;escaped&gt;"
+    assert _cell("a`<img src=x onerror=alert(1)>") == "a\\`&lt;img src=x onerror=alert(1)&gt;"
+    # nor does a pair: text holds no code span, its backticks show as typed
+    assert _cell("`<both>` and <escaped>") == "\\`&lt;both&gt;\\` and &lt;escaped&gt;"
 
 
 def test_a_step_less_checkpoints_name_in_the_timeline_is_text_not_markup() -> None:
