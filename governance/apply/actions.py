@@ -137,6 +137,7 @@ class ActionRunner:
         """Map the removals' answers back to actions, commit every outcome, return them."""
         errors = batch.errors
         removed: list[tuple[int, str, str | None]] = []
+        copy_etags: list[tuple[int, str, str]] = []  # quarantine copies' own, on S3
         not_removed: list[tuple[int, str]] = []
         gone: list[Removed] = []  # what is no longer where the catalog has it
         for item in batch.items:
@@ -145,6 +146,8 @@ class ActionRunner:
                 gone.append((item.root_url, item.key, "", item.size or 0))
                 if answer.version_id is not None:
                     removed.append((item.action_id, item.key, answer.version_id))
+                if answer.etag and item.quarantine_root:
+                    copy_etags.append((item.action_id, item.key, answer.etag))
             else:
                 not_removed.append((item.action_id, item.key))
                 errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
@@ -161,7 +164,9 @@ class ActionRunner:
         gone += _aborted_uploads(batch.checks, errors)
         outcomes = [self._outcome(c, errors) for c in batch.checks]
         removal_ids = [c.action.id for c in batch.removal]
-        self._commit(engine, outcomes, removal_ids, removed, not_removed, batch.copied, gone)
+        self._commit(
+            engine, outcomes, removal_ids, removed, not_removed, batch.copied, gone, copy_etags
+        )
         return outcomes
 
     # -- steps -----------------------------------------------------------------------
@@ -279,6 +284,7 @@ class ActionRunner:
         not_removed: Sequence[tuple[int, str]],
         copied: Sequence[journal.CopiedInPlace] = (),
         gone: Sequence[Removed] = (),
+        copy_etags: Sequence[tuple[int, str, str]] = (),
     ) -> None:
         """One transaction: the removal journal, the copies in place made and the objects
         removed (into the catalog's object rows), the results and their audit event.
@@ -296,6 +302,7 @@ class ActionRunner:
         run = self.execution_id
         with engine.begin() as conn:
             journal.drop_pending(conn, self.plan_id, not_removed)
+            journal.record_copy_etags(conn, self.plan_id, copy_etags)
             markers = [r for r in removed if r[2] is not None]
             journal.mark_removed(
                 conn, self.plan_id, markers, execution_id=run, now=now, purge_after=purge_after

@@ -522,6 +522,21 @@ def mark_removed(
     )
 
 
+def record_copy_etags(
+    conn: Connection, plan_id: str, copies: Sequence[tuple[int, str, str]]
+) -> None:
+    """Each pending row's quarantine copy ETag (action id, key, ETag): what `restore`
+    checks the copy by. Before `mark_actions_removed`, which the rows then wait for."""
+    if not copies:
+        return
+    execute_rows(
+        conn,
+        "UPDATE removed_objects SET copy_etag = {p} "
+        "WHERE plan_id = {p} AND action_id = {p} AND key = {p} AND state = 'pending'",
+        [(etag, plan_id, a, k) for a, k, etag in copies],
+    )
+
+
 def mark_actions_removed(
     conn: Connection,
     plan_id: str,

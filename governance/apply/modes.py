@@ -3,7 +3,9 @@
 - `quarantine`: copy each object to `<quarantine_url><plan_id>/<root-relative key>`, then
   delete the sources. An action whose copies did not all succeed deletes nothing (its
   stray quarantine copies are removed again). A copy is the object as it was: content,
-  metadata, tags and storage class (`restore` copies it back in that class).
+  metadata, tags and storage class (`restore` copies it back in that class). On an object
+  store each copy's own ETag is taken as it is made and comes back as the removal's
+  `etag` (the journal keeps it: `restore` refuses a quarantine copy written since).
 - `versioned`: a plain delete on a bucket with versioning on; the delete marker's version
   id is the way back.
 - `permanent`: a plain delete.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -80,27 +82,35 @@ def delete_keys(
 def remove(
     items: Sequence[Item], mode: str, stores: StoreFactory, concurrency: int
 ) -> dict[tuple[int, str], KeyResult]:
-    """Remove objects the `mode` way; (action id, key) -> result (version_id = marker)."""
+    """Remove objects the `mode` way; (action id, key) -> result: its `version_id` is a
+    delete marker's, and in quarantine mode its `etag` the quarantine copy's own, on an
+    object store (`copy_etag`; None on local disk)."""
     if mode not in DELETE_MODES:
         raise ValueError(f"unknown delete mode {mode!r}")
     to_delete = list(items)
     failed: dict[tuple[int, str], KeyResult] = {}
+    etags: dict[tuple[int, str], str] = {}
     if mode == "quarantine":
-        to_delete, failed = _quarantine_copy(items, stores, concurrency)
+        to_delete, failed, etags = _quarantine_copy(items, stores, concurrency)
     answers = delete_keys(stores, ((i.root_url, i.key) for i in to_delete))
     results = dict(failed)
     for item in to_delete:
         answer = answers.get((item.root_url, item.key))
-        results[(item.action_id, item.key)] = answer or KeyResult(
-            item.key, False, error="no answer"
-        )
+        if answer is None:
+            answer = KeyResult(item.key, False, error="no answer")
+        elif mode == "quarantine":
+            answer = replace(answer, etag=etags.get((item.action_id, item.key)))
+        results[(item.action_id, item.key)] = answer
     return results
 
 
 def _quarantine_copy(
     items: Sequence[Item], stores: StoreFactory, concurrency: int
-) -> tuple[list[Item], dict[tuple[int, str], KeyResult]]:
-    """Copy into quarantine; returns the items whose whole action was copied, and failures."""
+) -> tuple[list[Item], dict[tuple[int, str], KeyResult], dict[tuple[int, str], str]]:
+    """Copy into quarantine; returns the items whose whole action was copied, failures,
+    and each copy's own ETag on an object store ((action id, key) -> `copy_etag`)."""
+    etags: dict[tuple[int, str], str] = {}
+    made: set[tuple[int, str]] = set()  # copies written, their ETag known or not
 
     def copy(item: Item) -> KeyResult:
         source = stores(item.root_url)
@@ -108,7 +118,7 @@ def _quarantine_copy(
         # The copy's class is the item's (see `quarantine_class`), else STANDARD: named,
         # so that the store need not ask the object's own. The way back does not depend
         # on it: restore puts each object back in the class it had.
-        return source.copy(
+        result = source.copy(
             item.key,
             dest,
             item.quarantine_key or "",
@@ -116,6 +126,16 @@ def _quarantine_copy(
             size=item.size,
             moving=True,  # the source is removed right after: a local copy may be a link
         )
+        if not result.ok:
+            return result
+        made.add((item.action_id, item.key))
+        if on_local_disk(dest):
+            return result
+        try:
+            etags[(item.action_id, item.key)] = copy_etag(dest, item.quarantine_key or "", result)
+        except GovernanceError as exc:
+            return KeyResult(item.key, False, error=f"made, but its ETag not known: {exc}")
+        return result
 
     copied = run_pool(copy, items, concurrency)
     bad_actions: dict[int, str] = {}
@@ -130,11 +150,35 @@ def _quarantine_copy(
     }
     strays = [
         (i.quarantine_root or "", i.quarantine_key or "")
-        for i, r in zip(items, copied, strict=True)
-        if r.ok and i.action_id in bad_actions
+        for i in items
+        if (i.action_id, i.key) in made and i.action_id in bad_actions
     ]
     delete_keys(stores, strays)  # best effort: the sources are untouched
-    return ok_items, failed
+    return ok_items, failed, etags
+
+
+def copy_etag(dest: Store, key: str, copied: KeyResult) -> str:
+    """The ETag of the quarantine copy just made at `key` in `dest` (an object store), as
+    the copy answered it (CopyObject does), else by one HEAD: what `restore` checks the
+    copy against. Any content written to the key later has another ETag ("objects with
+    different object data will have different entity tags"), whatever its size; the
+    original's ETag would not do, as a copy keeps it only for a single-part object
+    without SSE-KMS or SSE-C. Raises a GovernanceError when the store tells none."""
+    etag = copied.etag
+    if not etag:
+        state = dest.head([key]).get(key)
+        if state is None:
+            raise GovernanceError(f"{dest.uri(key)}: no such key right after the copy")
+        etag = state.etag
+    if not etag:
+        raise GovernanceError(f"{dest.uri(key)}: its store gives no ETag")
+    return etag
+
+
+def on_local_disk(store: Store) -> bool:
+    """Whether the store is on local disk, where an ETag is an mtime token (a copy there
+    is checked by its size and time: a content hash would read every byte removed)."""
+    return store.url.startswith("file://")
 
 
 def copy_in_place(

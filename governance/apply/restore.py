@@ -10,6 +10,13 @@ restored again: a `note` counts them. A dry run makes the same read-only checks 
 same HEADs, in the same batches and pool) and reports the same failures; it writes
 nothing.
 
+A quarantine copy is checked against what apply recorded before anything is written: the
+size of the object removed; on local disk its modification time; on an object store the
+copy's own ETag, taken when apply made it (`removed_objects.copy_etag`), compared with
+the HEAD's: a copy written since, even with bytes of the same size, is refused as
+damaged and left where it is. Rows of earlier releases (and objects an interrupted apply
+removed) have no ETag of their copy: size only.
+
 A copy back keeps the quarantine copy's metadata and tags and puts the object back in the
 storage class it had: the quarantine copy's own when that is not STANDARD (apply may keep
 an object's class in quarantine: see `modes.quarantine_class`), else the class the plan
@@ -142,7 +149,7 @@ def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult
     where = quarantine.uri(row["quarantine_key"])
     if held is None:
         return KeyResult(key, False, error=f"copy back failed: {where}: no such key")
-    damage = _damage(row, held, on_disk=_on_disk(quarantine, store))
+    damage = _damage(row, held, on_disk=_on_disk(quarantine, store)) or _rewritten(row, held)
     if damage is not None:
         error = f"quarantine copy damaged, not copied back: {where} {damage}"
         return KeyResult(key, False, error=error)
@@ -160,6 +167,15 @@ def _damage(row: dict[str, Any], held: ObjectState, *, on_disk: bool) -> str | N
     if on_disk and _times_differ(row["etag"], held.etag):
         return "was modified after apply (its modification time is not the object's)"
     return None
+
+
+def _rewritten(row: dict[str, Any], held: ObjectState) -> str | None:
+    """How the quarantine copy `held` is not the copy apply made, by the ETag apply
+    recorded of it (None: it is, or none was recorded)."""
+    made = row.get("copy_etag")
+    if not made or held.etag == made:
+        return None
+    return f"was written after apply (its ETag is {held.etag}, the copy's was {made})"
 
 
 def _on_disk(*stores: Store) -> bool:

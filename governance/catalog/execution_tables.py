@@ -67,7 +67,7 @@ class RemovedObjectRow(SQLModel, table=True):
 
     __tablename__ = "removed_objects"
     __table_args__ = (
-        Index("ix_removed_objects_plan", "plan_id", "action_id"),
+        Index("ix_removed_objects_plan", "plan_id", "action_id", "key"),
         Index("ix_removed_objects_purge", "state", "purge_after"),
         # every quarantine location in use, read by each scan and plan (queries.quarantines)
         Index("ix_removed_objects_quarantine", "quarantine_root"),
@@ -86,6 +86,9 @@ class RemovedObjectRow(SQLModel, table=True):
     quarantine_root: str | None = None
     quarantine_key: str | None = None
     marker_version_id: str | None = None
+    # the quarantine copy's own ETag on an object store, as apply made it (restore checks
+    # the copy by it); None on local disk, and for rows of earlier releases
+    copy_etag: str | None = None
     state: str  # pending | removed | restored | purged
     removed_at: datetime | None = _ts(nullable=True)
     purge_after: datetime | None = _ts(nullable=True)
