@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import re
 import sqlite3
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ from governance.errors import CatalogError
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 CACHE_KIB = 32768  # SQLite page cache per connection, for scans' and plans' random access
 READ_ONCE_CACHE_KIB = 2048  # for walks that read each page about once (see `page_cache`)
-SCHEMA_REVISION = "0012"
+SCHEMA_REVISION = "0013"
 """The newest migration. Opening a catalog already at it never imports Alembic (a fifth
 of every command's start-up); a test keeps this equal to Alembic's own head."""
 
@@ -215,7 +219,9 @@ def create_schema(engine: Engine) -> None:
         conn.execute(version.insert().values(version_num=SCHEMA_REVISION))
 
 
-def open_engine(url: str, migrate: bool = True, create: bool = True) -> Engine:
+def open_engine(
+    url: str, migrate: bool = True, create: bool = True, read_only: bool = False
+) -> Engine:
     """Create the engine and bring the schema to the newest version.
 
     With `create=False` a SQLite file that does not exist is refused rather than created:
@@ -224,36 +230,259 @@ def open_engine(url: str, migrate: bool = True, create: bool = True) -> Engine:
     A corrupt or foreign file is reported as a CatalogError naming the URL, with no change.
     A SQLite URL that names no file (`sqlite:///`, `sqlite:///$UNSET`, `:memory:`) is
     refused: an in-memory catalog would lose every plan and audit event at exit.
+
+    `read_only=True` is for commands that only read (and implies `create=False`): a SQLite
+    catalog this user cannot write (the file or its folder belongs to another user, a
+    read-only mount) is then opened read-only instead of refused (`open_read_only`),
+    never migrated. One this user can write opens, and upgrades, as for any command.
+    Other databases are opened as they always are.
     """
     if url.startswith("sqlite") and _names_no_file(url):
         raise CatalogError(
             f"catalog URL {safe_url(url)} names no file (an in-memory catalog would keep "
             f"nothing past this command): give sqlite:///PATH"
         )
+    if read_only:
+        create = False
     if not create:
         _require_existing(url)
     engine = make_engine(url)
     try:
-        current = current_revision(engine)
-        if current is None and inspect(engine).get_table_names():
+        _check_schema(engine, url, create=create, migrate=migrate)
+    except CatalogError:
+        engine.dispose()
+        raise
+    except (DatabaseError, OperationalError, sqlite3.DatabaseError) as exc:
+        engine.dispose()
+        if read_only and _cannot_write(exc) and _names_a_file(url):
+            return open_read_only(url)
+        raise CatalogError(f"catalog {safe_url(url)} cannot be opened: {_one_line(exc)}") from exc
+    return engine
+
+
+def _check_schema(
+    engine: Engine, url: str, *, create: bool, migrate: bool, writable: bool = True
+) -> None:
+    """Refuse what is no govern catalog; bring the schema to SCHEMA_REVISION where it may be
+    written (`migrate`, `writable`), else refuse one at another revision, unchanged."""
+    current = current_revision(engine)
+    if current is None and inspect(engine).get_table_names():
+        raise CatalogError(
+            f"catalog {safe_url(url)} holds tables but no govern schema version; "
+            "point --catalog at a govern catalog or an empty database"
+        )
+    if current is None and not create:
+        raise _empty_catalog(url)
+    if current == SCHEMA_REVISION or not migrate:
+        return
+    if writable and current is None:
+        create_schema(engine)
+        return
+    _require_known_revision(engine, url, current)
+    if writable:
+        upgrade(engine)
+        return
+    raise CatalogError(
+        f"catalog {safe_url(url)} is at schema {current}, older than this govern's "
+        f"{SCHEMA_REVISION}, and this user can only read it: run govern once as a user who "
+        "can write the catalog file and its folder (any command upgrades it in place); "
+        "nothing was changed"
+    )
+
+
+# ----------------------------------------------------------------------------- read-only
+
+
+_SQLITE_READONLY = 8
+_SQLITE_CANTOPEN = 14
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    """SQLite's extended result code behind a driver error (None for other databases)."""
+    orig = getattr(exc, "orig", None) or exc
+    code = getattr(orig, "sqlite_errorcode", None)
+    return code if isinstance(code, int) else None
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    """Whether SQLite failed for want of write access: to the file, or to its folder for
+    the -wal and -shm files (a read-only mount, or a chattr +i, says "cannot open")."""
+    code = _sqlite_code(exc)
+    return code is not None and code & 0xFF in (_SQLITE_READONLY, _SQLITE_CANTOPEN)
+
+
+def _names_a_file(url: str) -> bool:
+    try:
+        return url.startswith("sqlite") and sqlite_path(url) is not None
+    except (SAArgumentError, ValueError):
+        return False
+
+
+def open_read_only(url: str) -> Engine:
+    """The SQLite catalog at `url` opened read-only, for a user who may read it but not
+    write it (or its folder); never migrated, and any write is refused with a message.
+
+    First `mode=ro`: SQLite still sees the changes a running writer has in the -wal file,
+    and reads consistent snapshots, as with write access. That needs the -wal and -shm
+    files to exist or to be creatable; when neither holds (no writer is connected: the
+    last one folded the -wal file in and removed both) the file is opened `immutable=1`,
+    SQLite's way for read-only media: no locks, no -wal file. Immutable is right only
+    while nobody writes the file, so it is used only when no -wal file holds changes, and
+    the file's size and modification time are checked again on any error and when the
+    command ends (`check_unchanged`): a writer that started meanwhile makes the command
+    fail, "run it again", rather than print what may be torn reads.
+    """
+    path = sqlite_path(url)
+    assert path is not None
+    engine = _read_only_engine(url, path, immutable=False)
+    try:
+        _check_schema(engine, url, create=False, migrate=True, writable=False)
+        _log_read_only(url, "mode=ro")
+        return engine
+    except CatalogError:
+        engine.dispose()
+        raise
+    except (DatabaseError, OperationalError, sqlite3.DatabaseError) as exc:
+        engine.dispose()
+        if not _cannot_write(exc):
             raise CatalogError(
-                f"catalog {safe_url(url)} holds tables but no govern schema version; "
-                "point --catalog at a govern catalog or an empty database"
-            )
-        if current is None and not create:
-            raise _empty_catalog(url)
-        if migrate and current is None:
-            create_schema(engine)
-        elif migrate and current != SCHEMA_REVISION:
-            _require_known_revision(engine, url, current)
-            upgrade(engine)
+                f"catalog {safe_url(url)} cannot be opened: {_one_line(exc)}"
+            ) from exc
+    if not os.access(path, os.R_OK):
+        raise CatalogError(
+            f"catalog {safe_url(url)} cannot be read: permission denied (the catalog file "
+            "must be readable; commands that only read need no more)"
+        )
+    snapshot = _FileState.of(path)
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise CatalogError(
+            f"catalog {safe_url(url)} cannot be read consistently: its -wal file ({wal}) "
+            "holds changes not yet in the catalog file, which SQLite reads only with a -shm "
+            "file that this user cannot create (the folder cannot be written); try again "
+            "once the writer is done (it folds them in), or ask for write access to the folder"
+        )
+    engine = _read_only_engine(url, path, immutable=True)
+    _IMMUTABLE[engine] = _Guard(url, path, snapshot)
+    try:
+        _check_schema(engine, url, create=False, migrate=True, writable=False)
     except CatalogError:
         engine.dispose()
         raise
     except (DatabaseError, OperationalError, sqlite3.DatabaseError) as exc:
         engine.dispose()
         raise CatalogError(f"catalog {safe_url(url)} cannot be opened: {_one_line(exc)}") from exc
+    _log_read_only(url, "immutable=1")
     return engine
+
+
+def _read_only_engine(url: str, path: Path, *, immutable: bool) -> Engine:
+    """An engine on the same file through SQLite's URI form, with `mode=ro` (and
+    `immutable=1`); what else a URI-form URL asked for (`vfs`, `cache`) is kept."""
+    from urllib.parse import quote
+
+    from sqlalchemy.engine import URL, make_url
+
+    given = make_url(url)
+    if given.query.get("uri") == "true":
+        database = given.database or ""
+        query = {k: v for k, v in given.query.items() if isinstance(v, str)}
+    else:
+        database, query = "file:" + quote(str(path), safe="/"), {}
+    query.update(uri="true", mode="ro")
+    if immutable:
+        query["immutable"] = "1"
+    engine = create_engine(
+        URL.create("sqlite", database=database, query=query), connect_args={"timeout": 30}
+    )
+    event.listen(engine, "connect", _sqlite_read_pragmas)
+    event.listen(engine, "handle_error", _read_only_error(url))
+    return engine
+
+
+def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    """`_sqlite_pragmas` less what would write the file (the journal mode, the page size)."""
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA temp_store=FILE")
+    cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+    cur.close()
+
+
+def _read_only_error(url: str) -> Callable[[Any], None]:
+    """A handler for errors on a read-only engine: a write attempt is said in words (only
+    `ls runs`, `ls artifacts` and `explain` write, to store what they derive after a
+    scan), and any error once the immutable file changed is that change."""
+
+    def handle(context: Any) -> None:
+        guard = _IMMUTABLE.get(context.engine) if context.engine is not None else None
+        if guard is not None:
+            guard.check()
+        if _sqlite_code(context.original_exception) == _SQLITE_READONLY:
+            raise CatalogError(
+                f"catalog {safe_url(url)} is read-only for this user (its file or folder "
+                "cannot be written), and this command must first store what it derives "
+                "from the catalog's latest scan (runs, artifacts, metadata read from "
+                "storage): run it once as a user who can write the catalog; until the next "
+                "scan it then works here too"
+            ) from context.original_exception
+
+    return handle
+
+
+def _log_read_only(url: str, how: str) -> None:
+    logging.getLogger(__name__).info(
+        "catalog %s cannot be written here (its file or folder): opened read-only (%s)",
+        safe_url(url),
+        how,
+    )
+
+
+@dataclass(frozen=True)
+class _FileState:
+    """What changes when a file is written or replaced."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> _FileState:
+        st = path.stat()
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class _Guard:
+    url: str
+    path: Path
+    opened: _FileState
+
+    def check(self) -> None:
+        try:
+            now: _FileState | None = _FileState.of(self.path)
+        except OSError:
+            now = None
+        if now != self.opened:
+            raise CatalogError(
+                f"catalog {safe_url(self.url)} was written while this command read it (it "
+                "was opened immutable, as its folder cannot be written, so SQLite could not "
+                "see the writer): what it read may be inconsistent; run the command again"
+            )
+
+
+_IMMUTABLE: weakref.WeakKeyDictionary[Engine, _Guard] = weakref.WeakKeyDictionary()
+"""Engines opened `immutable=1`, and the state of their file when opened."""
+
+
+def check_unchanged(engine: Engine) -> None:
+    """For an engine opened `immutable=1`: CatalogError if its file changed since it was
+    opened (the CLI calls this when a command ends); a no-op for any other engine."""
+    guard = _IMMUTABLE.get(engine)
+    if guard is not None:
+        guard.check()
 
 
 def _require_existing(url: str) -> None:
@@ -368,8 +597,8 @@ def _one_line(exc: BaseException) -> str:
 _HINTS = (
     (
         "readonly database",
-        "the catalog file and its folder must be writable: SQLite keeps its -wal and -shm "
-        "files beside it, even to read",
+        "the catalog file and its folder must be writable to change it: SQLite keeps its "
+        "-wal and -shm files beside it; commands that only read work without",
     ),
     (
         "unable to open database file",

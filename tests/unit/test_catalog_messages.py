@@ -8,16 +8,16 @@ from governance.catalog.engine import catalog_failure
 
 
 def test_a_read_only_catalog_says_its_folder_must_be_writable() -> None:
-    """SQLite in WAL mode writes `-wal` and `-shm` files beside the catalog even to read:
-    "attempt to write a readonly database" on `govern plans` names no cause by itself."""
+    """SQLite in WAL mode writes `-wal` and `-shm` files beside the catalog: "attempt to
+    write a readonly database" on `govern approve` names no cause by itself."""
     err = catalog_failure(
         sqlite3.OperationalError("attempt to write a readonly database"), "sqlite:////ro/c.db"
     )
     assert err is not None
     assert str(err) == (
         "catalog sqlite:////ro/c.db failed: attempt to write a readonly database (the catalog "
-        "file and its folder must be writable: SQLite keeps its -wal and -shm files beside "
-        "it, even to read)"
+        "file and its folder must be writable to change it: SQLite keeps its -wal and -shm "
+        "files beside it; commands that only read work without)"
     )
 
 
