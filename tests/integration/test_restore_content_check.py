@@ -25,7 +25,9 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 from sqlalchemy import select
 
+from governance.apply import StoreOpener, StoreSettings, modes
 from governance.apply.journal import O
+from governance.errors import GovernanceError
 from tests.integration.test_apply_support import NO_APPROVAL, Setup
 
 OLD = datetime.now(UTC) - timedelta(days=400)
@@ -191,3 +193,35 @@ def test_s3_a_quarantine_copy_swapped_for_another_of_the_same_size_is_refused(
     assert _body(s3_client, s3_bucket, "logs/a.log") is None
     assert _body(s3_client, s3_bucket, "logs/b.log") == blobs["logs/b.log"]
     assert _body(s3_client, s3_bucket, q + "logs/a.log") == blobs["logs/b.log"]
+
+
+def test_s3_a_copy_whose_etag_is_unknown_fails_its_action_and_deletes_nothing(
+    moto_server: str, s3_client: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the copy's ETag restore could not tell it from another: the action fails
+    as a failed copy does, its copies made are removed again, the sources stay."""
+    root, quarantine = f"s3://{s3_bucket}/", f"s3://{s3_bucket}/.q/"
+    blobs = {"a/one.bin": os.urandom(100), "a/two.bin": os.urandom(100)}
+    for key, data in blobs.items():
+        s3_client.put_object(Bucket=s3_bucket, Key=key, Body=data)
+    told = {"calls": 0}
+
+    def unknown(dest: Any, key: str, copied: Any) -> str:
+        told["calls"] += 1
+        if key.endswith("two.bin"):
+            raise GovernanceError(f"{dest.uri(key)}: its store gives no ETag")
+        return str(copied.etag)
+
+    monkeypatch.setattr(modes, "copy_etag", unknown)
+    items = [modes.Item(1, root, k, quarantine, f"p/{k}", len(d)) for k, d in blobs.items()]
+    opener = StoreOpener([StoreSettings(root, endpoint_url=moto_server)])
+    results = modes.remove(items, "quarantine", opener, concurrency=2)
+    assert told["calls"] == 2
+    assert {r.ok for r in results.values()} == {False}
+    assert {r.error for r in results.values()} == {
+        f"quarantine copy of a/two.bin failed: made, but its ETag not known: "
+        f"{quarantine}p/a/two.bin: its store gives no ETag"
+    }
+    for key, data in blobs.items():
+        assert _body(s3_client, s3_bucket, key) == data
+        assert _body(s3_client, s3_bucket, f".q/p/{key}") is None
