@@ -95,7 +95,7 @@ def make_engine(url: str) -> Engine:
                 engine = create_engine(url, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = create_engine(url, pool_pre_ping=True)
+            engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(url))
     except SAWarning as exc:
         raise CatalogError(f"catalog URL {safe_url(url)} is not usable: {_one_line(exc)}") from exc
     except (SAArgumentError, NoSuchModuleError, ValueError) as exc:
@@ -114,6 +114,20 @@ def make_engine(url: str) -> Engine:
             f"installed; {hint}"
         ) from exc
     return engine
+
+
+CONNECT_TIMEOUT_S = 10
+"""How long connecting to a PostgreSQL catalog may take, unless the URL's `connect_timeout`
+or `PGCONNECT_TIMEOUT` says: libpq waits for ever on a host that accepts the connection
+and never answers, and a nightly job hung there blocks every later one."""
+
+
+def _connect_args(url: str) -> dict[str, Any]:
+    if not url.startswith("postgresql") or "connect_timeout=" in url:
+        return {}
+    if os.environ.get("PGCONNECT_TIMEOUT"):
+        return {}
+    return {"connect_timeout": CONNECT_TIMEOUT_S}
 
 
 def _names_no_file(url: str) -> bool:

@@ -136,3 +136,24 @@ def test_upgrade_gives_an_existing_audit_log_its_head(tmp_path: Path) -> None:
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM audit_events WHERE id = 2"))
     assert not audit.verify(engine).ok  # the head the upgrade wrote catches the truncation
+
+
+def test_a_postgresql_host_that_never_answers_is_an_error_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host that accepts the connection and never answers: libpq would wait for ever (a
+    nightly job hung there blocks every later one); the catalog is refused in words."""
+    import socket
+    import time
+
+    pytest.importorskip("psycopg")
+    import governance.catalog.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(CatalogError, match="timeout"):
+            open_engine(f"postgresql+psycopg://govern@127.0.0.1:{port}/catalog")
+        assert time.monotonic() - start < 20
