@@ -278,8 +278,25 @@ def _check_schema(
     engine: Engine, url: str, *, create: bool, migrate: bool, writable: bool = True
 ) -> None:
     """Refuse what is no govern catalog; bring the schema to SCHEMA_REVISION where it may be
-    written (`migrate`, `writable`), else refuse one at another revision, unchanged."""
+    written (`migrate`, `writable`), else refuse one at another revision, unchanged.
+
+    Creating or upgrading happens under `_schema_lock`, and what the catalog holds is read
+    again under it: two commands opening a new catalog (or one a release behind) at once,
+    a nightly job and a person, would otherwise both create or migrate it, and one fail
+    ("table roots already exists", a column that exists already)."""
     current = current_revision(engine)
+    if current == SCHEMA_REVISION or not (migrate and writable):
+        _settle_schema(engine, url, current, create=create, migrate=migrate, writable=writable)
+        return
+    with _schema_lock(engine, url):
+        current = current_revision(engine)
+        _settle_schema(engine, url, current, create=create, migrate=migrate, writable=writable)
+
+
+def _settle_schema(
+    engine: Engine, url: str, current: str | None, *, create: bool, migrate: bool, writable: bool
+) -> None:
+    """`_check_schema` once the catalog's revision is read (`current`)."""
     if current is None and inspect(engine).get_table_names():
         raise CatalogError(
             f"catalog {safe_url(url)} holds tables but no govern schema version; "
@@ -302,6 +319,40 @@ def _check_schema(
         "can write the catalog file and its folder (any command upgrades it in place); "
         "nothing was changed"
     )
+
+
+_SCHEMA_LOCK_KEY = 0x676F7665726E  # "govern": the advisory lock of schema changes
+
+
+@contextlib.contextmanager
+def _schema_lock(engine: Engine, url: str) -> Iterator[None]:
+    """Held while a catalog's schema is created or upgraded, across processes: on
+    PostgreSQL a session advisory lock; on a SQLite file an exclusive `flock` of the file
+    itself (SQLite's own locks are POSIX record locks, which `flock` does not touch)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+                conn.commit()
+        return
+    path = sqlite_path(url) if url.startswith("sqlite") else None
+    try:
+        import fcntl
+    except ImportError:  # (not on Windows)
+        fcntl = None  # type: ignore[assignment]
+    if path is None or fcntl is None:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 # ----------------------------------------------------------------------------- read-only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -157,3 +158,40 @@ def test_a_postgresql_host_that_never_answers_is_an_error_not_a_hang(
         with pytest.raises(CatalogError, match="timeout"):
             open_engine(f"postgresql+psycopg://govern@127.0.0.1:{port}/catalog")
         assert time.monotonic() - start < 20
+
+
+def _open_at_once(url: str, start: Any, out: Any) -> None:
+    """One process of `test_commands_opening_a_new_catalog_at_once_all_succeed`."""
+    start.wait()
+    try:
+        open_engine(url).dispose()
+        out.put("ok")
+    except CatalogError as exc:
+        out.put(str(exc))
+
+
+def test_commands_opening_a_new_catalog_at_once_all_succeed(catalog_url: str) -> None:  # noqa: F811
+    """A nightly job and a person opening a new catalog together: both created it, and
+    one failed ("table roots already exists", "duplicate key value violates unique
+    constraint"); the schema is made once, under a lock, by whichever comes first."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for _ in range(3):
+        url = catalog_url
+        if url.startswith("sqlite"):
+            url = url.replace("catalog.db", f"catalog-{_}.db")
+        start, out = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_once, args=(url, start, out)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert sorted(out.get(timeout=5) for _ in procs) == ["ok"] * 4
+        engine = open_engine(url)
+        try:
+            assert current_revision(engine) == SCHEMA_REVISION
+        finally:
+            engine.dispose()
+        if not url.startswith("sqlite"):
+            break  # (one schema: made once, the later rounds would find it made)
