@@ -44,7 +44,13 @@ def quarantines(conn: Engine | Connection) -> list[str]:
 
 def _key_order(engine: Engine) -> Any:
     """Byte order of keys on every backend (PostgreSQL's default collation is not)."""
-    return _O.key.collate("C") if engine.dialect.name == "postgresql" else _O.key
+    return _byte_order(engine, _O.key)
+
+
+def _byte_order(engine: Engine, column: Any) -> Any:
+    """`column` to sort by in byte order, as SQLite does: on PostgreSQL the database's
+    collation may be a language's (`en_US`, ICU), which orders `run_a` after `Run-B`."""
+    return column.collate("C") if engine.dialect.name == "postgresql" else column
 
 
 _OBJECT_COLUMNS = (
@@ -369,7 +375,7 @@ def iter_object_rows(
         stmt = stmt.where(_R.url == root_url)
     if not include_gone:
         stmt = stmt.where(_O.gone_scan_id.is_(None))
-    stmt = stmt.order_by(_R.url, _key_order(engine), _O.upload_id)
+    stmt = stmt.order_by(_byte_order(engine, _R.url), _key_order(engine), _O.upload_id)
     with engine.connect() as conn:
         for url, key, size, etag, lm, sc, vid, upload, gone in conn.execution_options(
             yield_per=10_000
@@ -400,7 +406,7 @@ def iter_run_rows(engine: Engine, root_url: str | None = None) -> Iterator[dict[
     stmt = select(r, _R.url.label("root_url")).join_from(RunRow, Root, r.root_id == _R.id)
     if root_url is not None:
         stmt = stmt.where(_R.url == root_url)
-    stmt = stmt.order_by(_R.url, r.key)
+    stmt = stmt.order_by(_byte_order(engine, _R.url), _byte_order(engine, r.key))
     flying = _in_flight_by_run(engine, root_url)
     with engine.connect() as conn:
         for row in conn.execute(stmt).mappings():
@@ -462,7 +468,7 @@ def iter_artifact_rows(
         stmt = stmt.where(_R.url == root_url)
     if kind is not None:
         stmt = stmt.where(a.kind == kind)
-    stmt = stmt.order_by(_R.url, a.key)
+    stmt = stmt.order_by(_byte_order(engine, _R.url), _byte_order(engine, a.key))
     matcher = None
     if run_key_glob is not None:
         import fnmatch
