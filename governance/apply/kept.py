@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, null, select
 from sqlalchemy.engine import Connection, Engine
 
+from governance.catalog.engine import sorts_as_bytes
 from governance.catalog.removals import held_then
 from governance.catalog.roots import root_ids
 from governance.catalog.tables import StoredObject, datetime_from_us
@@ -184,26 +185,12 @@ def _held_rows(
     return found
 
 
-_BYTE_ORDER = ("C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic", "pg_c_utf8")
-"""PostgreSQL collations that order text as its UTF-8 bytes (code point order)."""
-
-
 def _byte_ordered_key(conn: Connection) -> Any:
     """`objects.key` for a range query in byte order (the keys under a folder lie between
     it and its successor there): as it is on SQLite and on a PostgreSQL database whose
-    collation is byte order already (its index then answers the range); else with
-    `COLLATE "C"`, which is right but reads every row of the table (no index has it)."""
-    if conn.dialect.name != "postgresql":
-        return _O.key
-    # (as JSON: `datlocprovider` and `datlocale` exist on newer servers only)
-    found = conn.exec_driver_sql(
-        "SELECT to_jsonb(d) FROM pg_database d WHERE datname = current_database()"
-    ).scalar()
-    db = found if isinstance(found, dict) else {}
-    provider = db.get("datlocprovider", "c")  # c: libc, b: builtin, i: ICU
-    name = db.get("datlocale") if provider == "b" else db.get("datcollate")
-    plain = provider in ("c", "b") and name in _BYTE_ORDER
-    return _O.key if plain else _O.key.collate("C")
+    collation is byte order already; else with `COLLATE "C"`, which the index
+    `ix_objects_root_key_bytes` answers there (`engine.byte_order_index`)."""
+    return _O.key if sorts_as_bytes(conn) else _O.key.collate("C")
 
 
 NEXT_ACTIONS = 4
