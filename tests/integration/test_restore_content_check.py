@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
-from sqlalchemy import select
 
 from governance.apply import StoreOpener, StoreSettings, modes
-from governance.apply.journal import O
 from governance.errors import GovernanceError
 from tests.integration.test_apply_support import NO_APPROVAL, Setup
+from tests.integration.test_restore_damaged_copy import _answers, _states
 
 OLD = datetime.now(UTC) - timedelta(days=400)
 MiB = 2**20
@@ -42,20 +41,6 @@ rules:
   - {{name: logs, select: {{kind: log}}, expire: {{after: 30d}}}}
 {approval}safety: {{max_delete_fraction: 1.0}}
 """
-
-
-def _answers(doc: dict[str, Any]) -> dict[str, tuple[bool, str | None]]:
-    return {o["uri"]: (o["ok"], o["error"]) for o in doc["objects"]}
-
-
-def _states(setup: Setup, plan_id: str) -> dict[str, str]:
-    engine = setup.engine()
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(select(O.c.key, O.c.state).where(O.c.plan_id == plan_id))
-            return {str(k): str(s) for k, s in rows}
-    finally:
-        engine.dispose()
 
 
 def _applied(setup: Setup) -> str:
