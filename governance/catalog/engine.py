@@ -319,6 +319,13 @@ def _check_schema(
     again under it: two commands opening a new catalog (or one a release behind) at once,
     a nightly job and a person, would otherwise both create or migrate it, and one fail
     ("table roots already exists", a column that exists already)."""
+    if migrate and writable and _new_sqlite_file(url):
+        # The first connection to a new file makes it WAL, which takes a write lock that a
+        # creator holds: the revision is read under the lock too.
+        with _schema_lock(engine, url):
+            current = current_revision(engine)
+            _settle_schema(engine, url, current, create=create, migrate=migrate, writable=True)
+        return
     current = current_revision(engine)
     if current == SCHEMA_REVISION or not (migrate and writable):
         _settle_schema(engine, url, current, create=create, migrate=migrate, writable=writable)
@@ -354,6 +361,15 @@ def _settle_schema(
         "can write the catalog file and its folder (any command upgrades it in place); "
         "nothing was changed"
     )
+
+
+def _new_sqlite_file(url: str) -> bool:
+    """Whether `url` names a SQLite file that is not there yet, or empty."""
+    path = sqlite_path(url) if url.startswith("sqlite") else None
+    try:
+        return path is not None and path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
 
 
 _SCHEMA_LOCK_KEY = 0x676F7665726E  # "govern": the advisory lock of schema changes

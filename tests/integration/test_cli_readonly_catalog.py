@@ -34,6 +34,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -331,8 +332,12 @@ def _reads(s: Shared) -> list[list[str]]:
         ["audit", "--format", "json"],
         ["audit", "--plan", s.plan_id],
         ["audit", "--verify"],
-        ["explain", s.artifact, "--policy", str(s.policy), "--format", "json"],
+        # (at a fixed time: the writer's and the reader's runs may straddle a day's turn)
+        ["explain", s.artifact, "--policy", str(s.policy), "--format", "json", *_AS_OF],
     ]
+
+
+_AS_OF = ("--as-of", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _writes(s: Shared) -> list[list[str]]:
