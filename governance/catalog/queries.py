@@ -49,7 +49,7 @@ def _key_order(engine: Engine) -> Any:
 
 def _byte_order(engine: Engine, column: Any) -> Any:
     """`column` to sort by in byte order, as SQLite does: on PostgreSQL the database's
-    collation may be a language's (`en_US`, ICU), which orders `run_a` after `Run-B`."""
+    collation may be a language's (`en_US`, ICU), which puts `run_a` before `Run-B`."""
     return column.collate("C") if engine.dialect.name == "postgresql" else column
 
 
