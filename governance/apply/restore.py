@@ -40,7 +40,14 @@ from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
 from governance.apply.journal import CopiedInPlace, O, record_copies_in_place
-from governance.apply.modes import class_for, delete_keys, delete_version, run_pool, s3_parts
+from governance.apply.modes import (
+    class_for,
+    delete_keys,
+    delete_version,
+    on_local_disk,
+    run_pool,
+    s3_parts,
+)
 from governance.apply.types import (
     RestoredObject,
     RestoreReport,
@@ -180,7 +187,7 @@ def _rewritten(row: dict[str, Any], held: ObjectState) -> str | None:
 
 def _on_disk(*stores: Store) -> bool:
     """Whether all these stores are on local disk, where an ETag is an mtime token."""
-    return all(s.url.startswith("file://") for s in stores)
+    return all(map(on_local_disk, stores))
 
 
 def _times_differ(expected: str | None, found: str | None) -> bool:

@@ -27,7 +27,7 @@ from moto.s3.models import s3_backends
 from governance.apply import StoreOpener, StoreSettings, modes
 from governance.errors import GovernanceError
 from tests.integration.test_apply_support import NO_APPROVAL, Setup
-from tests.integration.test_restore_damaged_copy import _answers, _states
+from tests.integration.test_restore_damaged_copy import _answers, _applied, _states
 
 OLD = datetime.now(UTC) - timedelta(days=400)
 MiB = 2**20
@@ -41,14 +41,6 @@ rules:
   - {{name: logs, select: {{kind: log}}, expire: {{after: 30d}}}}
 {approval}safety: {{max_delete_fraction: 1.0}}
 """
-
-
-def _applied(setup: Setup) -> str:
-    doc = setup.plan()
-    plan_id: str = doc["plan_id"]
-    report = json.loads(setup.apply(plan_id).stdout)
-    assert {r["outcome"] for r in report["results"]} == {"ok"}
-    return plan_id
 
 
 def _assert_refused(
