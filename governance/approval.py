@@ -129,10 +129,16 @@ class ApprovalState:
             return f"approved on creation: no action in it needs approval{until}"
         count = f"({len(self.approvers)} of {self.needed})"
         if self.applicable:
-            prefix = "approved" if self.status is PlanStatus.APPROVED else str(self.status)
-            return f"{prefix} by {who} {count}{until}"
+            # a plan partly applied is still approved: the approvers approved, not applied
+            state = "" if self.status is PlanStatus.APPROVED else f"{_words(self.status)}; "
+            return f"{state}approved by {who} {count}{until}"
         more = self.needed - len(self.approvers)
         return f"approved by {who} {count}; needs {more} more approver{'s' * (more != 1)}"
+
+
+def _words(status: PlanStatus) -> str:
+    """`partially applied` for `partially_applied`."""
+    return str(status).replace("_", " ")
 
 
 def when(moment: datetime | None) -> str:

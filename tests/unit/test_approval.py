@@ -273,6 +273,11 @@ def test_partially_applied_plan_keeps_its_approval(engine: Engine) -> None:
     assert state.applicable
     assert state.status is PlanStatus.PARTIALLY_APPLIED
     assert check_applicable(engine, PID, now=_t(plan, 3), destructive=True).applicable
+    # the approvers approved it; whoever applied part of it is in the history, not here
+    assert state.summary() == (
+        "partially applied; approved by bob, carol (2 of 2); "
+        f"applicable until {state.expires_at:%Y-%m-%d %H:%M}Z"
+    )
 
 
 def test_unknown_plan_and_naive_clock(engine: Engine) -> None:
