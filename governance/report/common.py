@@ -137,21 +137,32 @@ def usd(value: float) -> str:
     return f"-{text}" if value < 0 and text != "$0.00" else text
 
 
-def saving_words(saving: float, per: str = "month") -> str:
-    """What a plan (or an action: `per` "mo") does to the monthly bill, in words a reader
-    cannot take the wrong way: one whose copies cost more (an archive copy lands in
-    STANDARD) says so."""
+def saving_words(before: float, after: float, per: str = "month") -> str:
+    """What a plan (or an action: `per` "mo") does to the monthly bill, from its monthly
+    costs before and after, in words a reader cannot take the wrong way: one whose copies
+    cost more (an archive copy lands in STANDARD) says so, and a change under a cent is
+    "< $0.01", never "no change" (a small bucket's costs both print $0.00)."""
+    saving = monthly_saving(before, after)
     if saving > 0:
         return f"saves {usd(saving)}/{per}"
     if saving < 0:
         return f"costs {usd(-saving)}/{per} more"
+    if before > after:
+        return f"saves < $0.01/{per}"
+    if before < after:
+        return f"costs < $0.01/{per} more"
     return "no change to the monthly bill"
 
 
-def savings(plan: Plan) -> float:
-    """Dollars per month the plan saves once applied (negative if it costs more), as the
-    difference of the two monthly costs a report prints (`monthly_saving`)."""
-    return monthly_saving(plan.summary.monthly_cost_before_usd, plan.summary.monthly_cost_after_usd)
+def saving_figure(before: float, after: float) -> tuple[str, str, bool]:
+    """The HTML report's savings card: (figure, label, whether it is a cost), worded as
+    `saving_words` words it: `("< $0.01", "saved per month", False)`."""
+    saving = monthly_saving(before, after)
+    if saving < 0 or (saving == 0 and before < after):
+        return (usd(-saving) if saving else "< $0.01"), "more per month", True
+    if saving == 0 and before == after:
+        return usd(0), "no change per month", False
+    return (usd(saving) if saving else "< $0.01"), "saved per month", False
 
 
 def monthly_saving(before: float, after: float) -> float:
@@ -187,11 +198,8 @@ def action_dollars(a: PlannedAction) -> str:
     as the totals are: "saves $4.20/mo; $0.31 once", "saves < $0.01/mo"."""
     parts = []
     before, after = a.monthly_cost_before_usd, a.monthly_cost_after_usd
-    saving = monthly_saving(before, after)
-    if saving:
-        parts.append(saving_words(saving, "mo"))
-    elif before != after:
-        parts.append("saves < $0.01/mo" if before > after else "costs < $0.01/mo more")
+    if before != after:
+        parts.append(saving_words(before, after, "mo"))
     once = one_off(a.early_deletion_usd, a.request_cost_usd)
     if once:
         parts.append(f"{usd(once)} once")

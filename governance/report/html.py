@@ -27,7 +27,7 @@ from governance.report.common import (
     kept_words,
     one_off,
     roots_of,
-    savings,
+    saving_figure,
     timeline,
     usd,
 )
@@ -124,7 +124,13 @@ def _context(plan: Plan) -> dict[str, Any]:
         "s": s,
         "as_of": iso(plan.as_of),
         "created_at": iso(plan.created_at),
-        "savings": savings(plan),
+        "saving": dict(
+            zip(
+                ("figure", "label", "cost"),
+                saving_figure(s.monthly_cost_before_usd, s.monthly_cost_after_usd),
+                strict=True,
+            )
+        ),
         "one_off": one_off(s.early_deletion_usd, s.request_cost_usd),
         "deletes": deletes(plan),
         "roots": roots_of(plan),

@@ -19,7 +19,6 @@ from governance.report.common import (
     iso,
     kept_words,
     saving_words,
-    savings,
     timeline,
     usd,
 )
@@ -154,14 +153,11 @@ def render_markdown(plan: Plan) -> str:
     out += [
         "",
         f"**Monthly cost:** {usd(s.monthly_cost_before_usd)} → {usd(s.monthly_cost_after_usd)}"
-        f" ({saving_words(savings(plan))})",
+        f" ({saving_words(s.monthly_cost_before_usd, s.monthly_cost_after_usd)})",
+        "",
+        f"**One-off costs:** {usd(s.early_deletion_usd)} early deletion, "
+        f"{usd(s.request_cost_usd)} requests.",
     ]
-    if s.early_deletion_usd or s.request_cost_usd:
-        out += [
-            "",
-            f"One-off costs: {usd(s.early_deletion_usd)} early deletion, "
-            f"{usd(s.request_cost_usd)} requests.",
-        ]
     out.append("")
     if plan.notes:
         out += ["## Notes", "", *[f"- {_item(n)}" for n in plan.notes], ""]

@@ -29,7 +29,6 @@ from governance.report.common import (
     iso,
     roots_of,
     saving_words,
-    savings,
     timeline,
     usd,
 )
@@ -102,11 +101,11 @@ def print_table(plan: Plan, console: Console) -> None:
     if gone is not None:
         style = "bold red" if gone.permanent else "bold"
         console.print(Text.assemble(("deletes: ", "bold"), (gone.how, style)))
-    saving = savings(plan)
-    colour = "green" if saving > 0 else "yellow" if saving < 0 else "default"
+    before, after = s.monthly_cost_before_usd, s.monthly_cost_after_usd
+    colour = "green" if before > after else "yellow" if before < after else "default"
     console.print(
-        f"monthly cost {usd(s.monthly_cost_before_usd)} -> {usd(s.monthly_cost_after_usd)} "
-        f"([{colour}]{saving_words(saving)}[/{colour}]); one-off: "
+        f"monthly cost {usd(before)} -> {usd(after)} "
+        f"([{colour}]{saving_words(before, after)}[/{colour}]); one-off: "
         f"{usd(s.early_deletion_usd)} early deletion, {usd(s.request_cost_usd)} requests"
     )
     for note in plan.notes:

@@ -63,6 +63,42 @@ def test_a_plan_that_raises_the_bill_says_so_in_every_format() -> None:
     assert "(no change to the monthly bill)" in render(plan, "md")
 
 
+def test_a_change_under_a_cent_is_never_called_no_change() -> None:
+    """A small bucket's monthly costs both print $0.00: a plan that cuts its bill by three
+    quarters said "no change to the monthly bill" (table, Markdown) and "$0.00 saved per
+    month" (HTML). Every format now says "< $0.01", and "no change" only when none."""
+    plan = sample_plan()
+    plan.summary = replace(
+        plan.summary, monthly_cost_before_usd=0.00319, monthly_cost_after_usd=0.00076
+    )
+    assert "$0.00 -> $0.00 (saves < $0.01/month)" in render(plan, "table")
+    assert "$0.00 → $0.00 (saves < $0.01/month)" in render(plan, "md")
+    doc = render(plan, "html")
+    assert (
+        '<div class="card save"><div class="n">&lt; $0.01</div><div class="l">saved per month'
+        in doc
+    )
+    for fmt in ("table", "md", "html"):
+        assert "no change" not in render(plan, fmt)
+    plan.summary = replace(plan.summary, monthly_cost_after_usd=0.004)
+    assert "(costs < $0.01/month more)" in render(plan, "md")
+    assert '<div class="n">&lt; $0.01</div><div class="l">more per month' in render(plan, "html")
+    plan.summary = replace(plan.summary, monthly_cost_after_usd=0.00319)
+    assert "(no change to the monthly bill)" in render(plan, "table")
+    assert '<div class="n">$0.00</div><div class="l">no change per month' in render(plan, "html")
+
+
+def test_every_format_shows_the_one_off_totals_even_when_nothing() -> None:
+    """policy.md: every report shows the one-off early-deletion and request totals; the
+    Markdown and HTML reports left them out when both were $0.00."""
+    plan = sample_plan()
+    plan.summary = replace(plan.summary, early_deletion_usd=0.0, request_cost_usd=0.0)
+    assert "one-off: $0.00 early deletion, $0.00 requests" in render(plan, "table")
+    assert "**One-off costs:** $0.00 early deletion, $0.00 requests." in render(plan, "md")
+    doc = render(plan, "html")
+    assert "one-off: early deletion $0.00, requests $0.00" in doc
+
+
 def test_each_action_shows_the_dollars_it_puts_at_stake() -> None:
     """Bytes and dollars for every action, not only the plan's totals: what it saves a
     month (or adds) and what it costs once, in the Markdown and HTML action lists."""
