@@ -136,7 +136,7 @@ def _context(plan: Plan) -> dict[str, Any]:
         "roots": roots_of(plan),
         "by_rule": list(s.by_rule.items()),
         "left": s.left,
-        "runs": [t for t in by_run(plan) if t.actions],
+        "runs": by_run(plan),
         "timeline": rows,
         "many_roots": many_roots,
         "states": [(state, STATE_LABELS[state]) for state in STATES],

@@ -205,7 +205,7 @@ def _left(plan: Plan) -> list[str]:
 
 
 def _by_run(plan: Plan) -> list[str]:
-    totals = [t for t in by_run(plan) if t.actions]
+    totals = by_run(plan)
     if not totals:
         return []
     rows: list[list[object]] = [

@@ -117,7 +117,7 @@ def print_table(plan: Plan, console: Console) -> None:
         print_fitted(console, _rule_table(plan))
     if s.left:
         print_fitted(console, _left_table(plan, paths))
-    runs = [t for t in by_run(plan) if t.actions]
+    runs = by_run(plan)
     if runs:
         print_fitted(console, _run_table(runs, paths))
     rows = timeline(plan)

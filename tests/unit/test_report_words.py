@@ -214,3 +214,23 @@ def test_by_run_counts_objects_in_every_format() -> None:
     assert "| run | root | actions | objects | deleted | moved | kept artifacts |" in md
     assert f"| r1\\|x&lt;&amp;é | {ROOT} | 2 | 3 |" in md
     assert '<th class="r">objects</th>' in render(plan, "html")
+
+
+def test_a_run_the_plan_only_keeps_is_in_the_by_run_table_of_every_format() -> None:
+    """cli.md's by-run section counts each run's kept artifacts: a run whose checkpoints
+    are all kept (a failed run not yet expired, say) was left out of it, so a reviewer
+    could not see from it that the run is untouched."""
+    from governance.plan.types import KeptArtifact, KeptHow
+    from tests.unit.plan_samples import _ckpt
+
+    plan = sample_plan()
+    plan.kept.append(
+        KeptArtifact(_ckpt("quiet", 100), "failed-runs", None, KeptHow.RULE_KEEPS, "not yet")
+    )
+    text = _at(160, plan)
+    runs = text[text.index("by run") : text.index("checkpoints per run")]
+    assert re.search(r"quiet +│ \[2\] +│ +0 │ +0 │ +0 B │ +0 B │ +1 │", runs), runs
+    assert f"| quiet | {ROOT} | 0 | 0 | 0 B | 0 B | 1 |" in render(plan, "md")
+    page = render(plan, "html")
+    by_run = page[page.index("By run") :]
+    assert re.search(r"<td>quiet</td>", by_run), by_run[:2000]
