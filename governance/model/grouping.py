@@ -248,7 +248,7 @@ def classify_group(
         if owner.get(c.unit) == i:
             units.setdefault(c.unit, []).append(o)
             added.add(c.unit)
-        elif c.companion:
+        elif c.companion and not c.alone:
             loose.append(o)
         else:
             units.setdefault(o.key, []).append(o)
@@ -276,6 +276,9 @@ def classify_group(
     return out
 
 
+_EVENTS = "events.out.tfevents."
+
+
 def _files_of_run_folder_logs(arts: list[Artifact], run_key: str) -> list[Artifact]:
     """A log stream whose folder is the run's own (Lightning's `version_0/` holds its
     TensorBoard event files) as one artifact per file: named by its folder, the log
@@ -286,7 +289,9 @@ def _files_of_run_folder_logs(arts: list[Artifact], run_key: str) -> list[Artifa
             out.append(art)
             continue
         for obj, role in zip(art.objects, art.roles, strict=True):
-            one = Artifact(obj.key, art.kind, art.layout, [obj], (role,), note=art.note)
+            # the logger's other files (`hparams.yaml`, `metrics.csv`) are plain logs
+            layout = art.layout if _EVENTS in obj.key else "log"
+            one = Artifact(obj.key, art.kind, layout, [obj], (role,), note=art.note)
             one.complete, one.completeness_reason = art.complete, art.completeness_reason
             out.append(one)
     return out

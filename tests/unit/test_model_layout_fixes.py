@@ -284,8 +284,38 @@ def test_tensorboard_events_in_the_run_folder_are_artifacts_of_their_own() -> No
         extra,
     ]
     assert {(a.kind, a.run, len(a.objects)) for a in logs} == {(Kind.LOG, run, 1)}
+    # the logger's files beside them are logs of their own too
+    for name in ("hparams.yaml", "metrics.csv"):
+        assert (by_key[run + name].kind, by_key[run + name].layout) == (Kind.LOG, "log")
     nested = b.MemoryTree()
     b.hf_run(nested, "hf/r2", final_weights=True)
     streams = [a for a in arts(nested).values() if a.layout == "tensorboard"]
     assert len(streams) == 1
     assert streams[0].key.endswith("/runs/Jan01_00-00-00_host/")
+
+
+def test_a_loggers_files_beside_its_event_files_are_one_log_with_them() -> None:
+    """Lightning's TensorBoardLogger (and NeMo's) writes `hparams.yaml` and, with a CSV
+    logger too, `metrics.csv` beside the event files: the folder is one log. Left apart,
+    `hparams.yaml` was an artifact of kind other, so a plan that expired the log said
+    "delete .../version_0/" and left a file in it. `metrics.csv` alone (CSVLogger) is still
+    a log of its own, and `hparams.yaml` beside it stays what it was."""
+    t = b.MemoryTree()
+    tb = "team/runs/pl/lightning_logs/version_0/"
+    for name in ("events.out.tfevents.1704067200.host.42.0", "hparams.yaml", "metrics.csv"):
+        t(tb + name, b.BLOB, b.T0)
+    csv = "team/runs/pl/csv_logs/version_0/"
+    for name in ("hparams.yaml", "metrics.csv"):
+        t(csv + name, b.BLOB, b.T0)
+    found = arts(t)
+    log = found[tb]
+    assert (log.kind, log.layout) == (Kind.LOG, "tensorboard")
+    assert sorted(o.key[len(tb) :] for o in log.objects) == [
+        "events.out.tfevents.1704067200.host.42.0",
+        "hparams.yaml",
+        "metrics.csv",
+    ]
+    assert not [k for k in found if k.startswith(tb) and k != tb]
+    assert found[csv + "metrics.csv"].kind is Kind.LOG
+    assert found[csv + "hparams.yaml"].kind is Kind.OTHER
+    assert csv not in found

@@ -38,6 +38,9 @@ class Claim:
     unit: str
     deep: bool = False
     companion: bool = False
+    """Joins `unit` only when another claim of the same detector owns it; else loose, or,
+    with `alone`, a unit of its own (`metrics.csv` beside TensorBoard event files or not)."""
+    alone: bool = False
     tracker: bool = False
     """A save folder's bookkeeping file (`latest`): metadata, and no evidence of a run."""
 

@@ -2,7 +2,8 @@
 
 - Logs: W&B run folders (`wandb/run-*`), TensorBoard `events.out.tfevents.*` (one stream
   per folder; in the run's own folder, one per file: see `grouping`), `*.log`, Slurm
-  `slurm-*.out`, `metrics.csv`, and `*.txt` / `*.jsonl` under a `logs/` folder.
+  `slurm-*.out`, `metrics.csv` (with `hparams.yaml`, part of the event files' stream beside
+  them), and `*.txt` / `*.jsonl` under a `logs/` folder.
 - Evaluation: `eval/`-like folders, `eval_results*.json`, `test_results*.json`,
   `predictions*`.
 - Datasets: HF `datasets` folders (`dataset_info.json` / `dataset_dict.json` with `state.json`
@@ -27,6 +28,8 @@ from governance.model.detectors.hf import hf_component, weights_verdict
 from governance.model.types import Artifact, CatalogObject, Component, Kind
 
 _LOG_DIRS = ("logs/", "log/")
+_LOG_COMPANIONS = frozenset({"metrics.csv", "hparams.yaml"})
+"""What a logger writes beside TensorBoard event files in one folder."""
 _EVAL_DIRS = ("eval/", "evals/", "evaluation/", "eval_results/", "evaluations/")
 _DATASET_SUFFIXES = (
     ".parquet",
@@ -99,7 +102,7 @@ class LogDetector(Detector):
     layout = "log"
     kind = Kind.LOG
     needles = ("wandb/", "events.out.tfevents.", "slurm-")
-    suffixes = (".log", ".log.gz", "metrics.csv", ".txt", ".jsonl", ".jsonl.gz")
+    suffixes = (".log", ".log.gz", "metrics.csv", "hparams.yaml", ".txt", ".jsonl", ".jsonl.gz")
 
     def claim(self, key: str) -> Claim | None:
         if "wandb/" in key:
@@ -110,7 +113,12 @@ class LogDetector(Detector):
         base = basename(key)
         if base.startswith("events.out.tfevents."):
             return _shallow(key)
-        if base.endswith((".log", ".log.gz")) or base == "metrics.csv":
+        if base in _LOG_COMPANIONS:
+            # Lightning's and NeMo's loggers write these beside the event files: one log
+            # folder with them; metrics.csv alone (CSVLogger) is a log of its own
+            unit = parent(key)
+            return Claim(unit, companion=True, alone=base == "metrics.csv") if unit else None
+        if base.endswith((".log", ".log.gz")):
             return Claim(key)
         if base.startswith("slurm-") and base.endswith((".out", ".err")):
             return Claim(key)
