@@ -278,19 +278,60 @@ class FsspecStore:
         except Exception as exc:
             raise translate(self.url, exc) from exc
 
+    def _linked_folder(self, path: str, seen: dict[str, bool] | None = None) -> str | None:
+        """The first folder between the root and the file at `path` that is a symbolic
+        link, or None. The scan neither lists nor follows links, so a key whose way passes
+        through one (a checkpoint folder moved to another disk and linked back after the
+        plan) is not the file the plan saw: acting through it would reach files outside the
+        root, or others inside it. `seen` remembers folders within one call."""
+        if not self._local:
+            return None
+        base = self._base
+        end = path.find("/", len(base))
+        while end != -1:
+            folder = path[:end]
+            linked = seen.get(folder) if seen is not None else None
+            if linked is None:
+                try:
+                    linked = stat.S_ISLNK(os.lstat(folder).st_mode)
+                except (FileNotFoundError, NotADirectoryError):
+                    return None  # nothing there to follow
+                if seen is not None:
+                    seen[folder] = linked
+            if linked:
+                return folder
+            end = path.find("/", end + 1)
+        return None
+
+    def _refuse_links(self, key: str, path: str) -> None:
+        """Raise when the way to `path` passes through a symbolic link (`_linked_folder`)."""
+        folder = self._linked_folder(path)
+        if folder is not None:
+            raise StorageError(
+                self.url,
+                f"{key}: its folder {folder} is a symbolic link; govern neither follows "
+                "links nor acts through them",
+            )
+
     def head(self, keys: Sequence[str]) -> dict[str, ObjectState]:
-        """Current state of each existing file (directories and missing keys are absent)."""
-        if self._local or len(keys) < 2:
+        """Current state of each existing file (directories, missing keys and keys whose
+        way passes through a symbolic link are absent)."""
+        if self._local:
+            seen: dict[str, bool] = {}
+            states = [self._head_one(k, seen) for k in keys]
+        elif len(keys) < 2:
             states = [self._head_one(k) for k in keys]
         else:
             with ThreadPoolExecutor(min(self._concurrency, len(keys))) as pool:
                 states = list(pool.map(self._head_one, keys))
         return {s.key: s for s in states if s is not None}
 
-    def _head_one(self, key: str) -> ObjectState | None:
+    def _head_one(self, key: str, seen: dict[str, bool] | None = None) -> ObjectState | None:
         path = self._path(key)
         try:
             if self._local:
+                if self._linked_folder(path, seen) is not None:
+                    return None
                 st = os.stat(path, follow_symlinks=False)
                 if not stat.S_ISREG(st.st_mode):
                     return None
@@ -358,6 +399,7 @@ class FsspecStore:
             try:
                 path = self._path(key)
                 if self._local:
+                    self._refuse_links(key, path)
                     os.unlink(path)
                     emptied.add(os.path.dirname(path))
                 else:
@@ -461,6 +503,8 @@ class FsspecStore:
             return None
         if source == target:  # a copy onto itself (a storage class change): nothing to do
             return None
+        self._refuse_links(key, source)
+        dest._refuse_links(dest_key, target)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         # One temporary name per target: a copy killed before its rename (a SIGKILLed
         # apply) leaves it behind, and the next copy to the target, as a resumed apply
@@ -480,6 +524,7 @@ class FsspecStore:
 
     def _open(self, key: str) -> IO[bytes]:
         path = self._path(key)
+        self._refuse_links(key, path)
         handle: IO[bytes] = open(path, "rb") if self._local else self._fs.open(path, "rb")  # noqa: SIM115
         return handle
 
@@ -493,6 +538,7 @@ class FsspecStore:
         """Write a stream to `key` (local: via a temporary file renamed into place)."""
         path = self._path(key)
         if self._local:
+            self._refuse_links(key, path)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             temporary = _temporary_name(path)
             try:

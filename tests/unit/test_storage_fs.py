@@ -405,3 +405,33 @@ def test_copy_of_a_sparse_file_on_one_filesystem_takes_no_space(tmp_path: Path) 
     assert copied.stat().st_blocks * 512 < 2**20  # still sparse: nothing was written
     assert source.delete(["ckpt/optimizer.pt"])[0].ok
     assert copied.stat().st_size == 64 * 2**30  # the quarantined copy outlives the source
+
+
+def test_local_mutations_refuse_a_way_through_a_symbolic_link(tmp_path: Path) -> None:
+    """Whatever apply checked before, the store itself never deletes, reads for a copy or
+    writes through a folder below the root that is a link (a checkpoint moved elsewhere
+    and linked back): `head` calls such a key absent, and each mutation fails by key."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "runs").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "w.bin").write_bytes(b"weights")
+    (root / "runs" / "ck").symlink_to(outside, target_is_directory=True)
+    (root / "plain.bin").write_bytes(b"x")
+    store = open_store(normalize_url(str(root)))
+    assert isinstance(store, FsspecStore)
+
+    assert store.head(["runs/ck/w.bin", "plain.bin"]).keys() == {"plain.bin"}
+    [result] = store.delete(["runs/ck/w.bin"])
+    assert not result.ok
+    assert f"its folder {root}/runs/ck is a symbolic link" in (result.error or "")
+    assert (outside / "w.bin").read_bytes() == b"weights"
+    copied = store.copy("runs/ck/w.bin", store, "copies/w.bin")
+    assert not copied.ok
+    assert "symbolic link" in (copied.error or "")
+    assert not (root / "copies" / "w.bin").exists()
+    written = store.copy("plain.bin", store, "runs/ck/new.bin")
+    assert not written.ok
+    assert not (outside / "new.bin").exists()
+    with (root / "plain.bin").open("rb") as stream, pytest.raises(StorageError, match="link"):
+        store.put_stream("runs/ck/streamed.bin", stream)
+    assert sorted(os.listdir(outside)) == ["w.bin"]
