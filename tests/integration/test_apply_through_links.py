@@ -51,7 +51,9 @@ def test_a_checkpoint_folder_moved_and_linked_back_is_stale_and_left_whole(
     doc = setup.plan()
     key = _deleted(doc, base)
     folder = storage / key.rstrip("/")
-    moved = tmp_path / "bigger-disk" / "ck" if where == "outside the root" else folder.parent / "keep"
+    moved = (
+        tmp_path / "bigger-disk" / "ck" if where == "outside the root" else folder.parent / "keep"
+    )
     moved.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(folder, moved)
     folder.symlink_to(moved, target_is_directory=True)
