@@ -82,6 +82,9 @@ class ActionRunner:
     stores: StoreFactory
     concurrency: int
     clock: Callable[[], datetime]
+    fence: Callable[[], None] = lambda: None
+    """Raises when this apply may act no more (`journal.check_lock`): asked before a
+    batch starts and before each delete (`modes.remove`)."""
     _quarantine_roots: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def quarantine_root(self, root_url: str) -> str:
@@ -103,6 +106,7 @@ class ActionRunner:
     ) -> StartedBatch:
         """Copies, storage-class changes and aborts; then the batch's removals journaled as
         `pending` (committed), so that they may be sent (`remove`) from another thread."""
+        self.fence()
         errors: dict[int, str] = {}  # action id -> first failure
         runnable = [c for c in checks if c.skip is None]
         self._archive_copies(runnable, errors)
@@ -126,7 +130,9 @@ class ActionRunner:
 
     def remove(self, batch: StartedBatch) -> Mapping[tuple[int, str], KeyResult]:
         """The batch's removals (storage only: safe in a thread of its own)."""
-        return remove(batch.items, self.config.delete_mode, self.stores, self.concurrency)
+        return remove(
+            batch.items, self.config.delete_mode, self.stores, self.concurrency, self.fence
+        )
 
     def finish(
         self,

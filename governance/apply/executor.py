@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -384,6 +385,7 @@ def _execute(
                 stores=stores,
                 concurrency=concurrency,
                 clock=_clock,
+                fence=partial(journal.check_lock, engine, plan_id, execution_id),
             )
             delay = env_float("GOVERN_TEST_APPLY_DELAY", 0.0)  # (exit 2 when not a number)
 
@@ -392,7 +394,8 @@ def _execute(
                 _record_removed_before(engine, runner, batch)
                 held.note(outcomes)
                 report.add(outcomes)
-                journal.heartbeat(engine, plan_id, execution_id, _clock())
+                if not journal.heartbeat(engine, plan_id, execution_id, _clock()):
+                    journal.check_lock(engine, plan_id, execution_id)  # (raises: taken over)
                 if progress is not None:
                     progress(report, todo)
                 if delay:

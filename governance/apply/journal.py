@@ -162,13 +162,44 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def heartbeat(engine: Engine, plan_id: str, execution_id: int, now: datetime) -> None:
+def heartbeat(engine: Engine, plan_id: str, execution_id: int, now: datetime) -> bool:
+    """Refresh the lock's heartbeat; False when this execution no longer holds it."""
     with engine.begin() as conn:
-        conn.execute(
+        beat = conn.execute(
             update(L)
             .where(and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id))
             .values(heartbeat_at=now)
         )
+    return bool(beat.rowcount == 1)
+
+
+class LockLostError(RefusedError):
+    """This apply's lock was taken over: it must not act any more."""
+
+
+def check_lock(engine: Engine, plan_id: str, execution_id: int) -> None:
+    """Raise LockLostError unless this execution still holds the plan's lock.
+
+    An apply whose heartbeat stopped for `LOCK_STALE_AFTER` (paused: Ctrl-Z, a frozen
+    VM, or a clock far off the next one's) has its lock taken over by the next apply,
+    which redoes what the first left pending. Were the first to wake and carry on, both
+    would act on the same objects: its failed copies' clean-up would remove quarantine
+    copies the other made of sources it then deleted, gone both ways. So an apply asks
+    before each batch and right before each removal it sends (a fencing check)."""
+    with engine.connect() as conn:
+        holder = conn.execute(select(L.c.execution_id).where(L.c.plan_id == plan_id)).scalar()
+    if holder != execution_id:
+        taker = f"execution {holder}" if holder is not None else "no execution now"
+        raise LockLostError(
+            f"plan {plan_id}: apply execution {execution_id} lost its lock ({taker} holds "
+            f"it): it was paused, or its clock is off, for over {_stale_words()}, so "
+            "another apply took over; this one stopped and acts no more (see govern show "
+            f"{plan_id})"
+        )
+
+
+def _stale_words() -> str:
+    return f"{int(LOCK_STALE_AFTER.total_seconds() // 60)} minutes"
 
 
 def release(engine: Engine, plan_id: str, execution_id: int) -> None:

@@ -80,18 +80,25 @@ def delete_keys(
 
 
 def remove(
-    items: Sequence[Item], mode: str, stores: StoreFactory, concurrency: int
+    items: Sequence[Item],
+    mode: str,
+    stores: StoreFactory,
+    concurrency: int,
+    fence: Callable[[], None] = lambda: None,
 ) -> dict[tuple[int, str], KeyResult]:
     """Remove objects the `mode` way; (action id, key) -> result: its `version_id` is a
     delete marker's, and in quarantine mode its `etag` the quarantine copy's own, on an
-    object store (`copy_etag`; None on local disk)."""
+    object store (`copy_etag`; None on local disk). `fence` is called right before any
+    delete is sent (the sources', a failed action's quarantine copies'), and raises when
+    this apply may act no more (`journal.check_lock`): nothing is then deleted."""
     if mode not in DELETE_MODES:
         raise ValueError(f"unknown delete mode {mode!r}")
     to_delete = list(items)
     failed: dict[tuple[int, str], KeyResult] = {}
     etags: dict[tuple[int, str], str] = {}
     if mode == "quarantine":
-        to_delete, failed, etags = _quarantine_copy(items, stores, concurrency)
+        to_delete, failed, etags = _quarantine_copy(items, stores, concurrency, fence)
+    fence()
     answers = delete_keys(stores, ((i.root_url, i.key) for i in to_delete))
     results = dict(failed)
     for item in to_delete:
@@ -105,7 +112,7 @@ def remove(
 
 
 def _quarantine_copy(
-    items: Sequence[Item], stores: StoreFactory, concurrency: int
+    items: Sequence[Item], stores: StoreFactory, concurrency: int, fence: Callable[[], None]
 ) -> tuple[list[Item], dict[tuple[int, str], KeyResult], dict[tuple[int, str], str]]:
     """Copy into quarantine; returns the items whose whole action was copied, failures,
     and each copy's own ETag on an object store ((action id, key) -> `copy_etag`)."""
@@ -153,7 +160,10 @@ def _quarantine_copy(
         for i in items
         if (i.action_id, i.key) in made and i.action_id in bad_actions
     ]
-    delete_keys(stores, strays)  # best effort: the sources are untouched
+    if strays:
+        # (a stray's key may hold another apply's copy now, of a source it then deleted)
+        fence()
+        delete_keys(stores, strays)  # best effort: the sources are untouched
     return ok_items, failed, etags
 
 
