@@ -5,7 +5,8 @@ copied back to their original key and then removed from quarantine; versioned de
 are undone by deleting the delete marker. What cannot come back is reported failed, with
 the reason: a permanent delete, a quarantine copy purged past `apply.quarantine_for`
 (state `purged`), a quarantine copy gone missing, an object that exists again at its
-original key (never overwritten). Objects restored already (state `restored`) are not
+original key (never overwritten) unless it is the object removed, put back by a restore
+that stopped before recording it (`_put_back`). Objects restored already (state `restored`) are not
 restored again: a `note` counts them. A dry run makes the same read-only checks (the
 same HEADs, in the same batches and pool) and reports the same failures; it writes
 nothing.
@@ -131,6 +132,7 @@ class _WayBack:
     quarantine: Store | None = None
     held: ObjectState | None = None
     hidden: str | None = None  # versioned: the version id the delete marker hides
+    back: ObjectState | None = None  # the object is back at its key already (see below)
 
 
 def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult:
@@ -142,7 +144,10 @@ def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult
     if row["mode"] == "permanent":
         return KeyResult(key, False, error="deleted permanently: there is no way back")
     store = stores(row["root_url"])
-    if store.head([key]):
+    current = store.head([key]).get(key)
+    if current is not None:
+        if _put_back(row, current, on_disk=on_local_disk(store)):
+            return _WayBack(store, back=current)
         return KeyResult(key, False, error="an object exists at the original key again")
     if row["mode"] == "versioned":
         if not row["marker_version_id"]:
@@ -161,6 +166,22 @@ def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult
         error = f"quarantine copy damaged, not copied back: {where} {damage}"
         return KeyResult(key, False, error=error)
     return _WayBack(store, quarantine, held)
+
+
+def _put_back(row: dict[str, Any], current: ObjectState, *, on_disk: bool) -> bool:
+    """Whether the object at a removed object's key is that object, put back by a restore
+    that stopped (killed, a lost connection) before it recorded it: the same size, and on
+    local disk the same modification time (a copy back keeps it), on an object store the
+    ETag of the object removed or of its quarantine copy (a copy of a copy keeps it).
+    Such an object is restored: what is left of its quarantine copy is removed. Without
+    this every later restore failed it for good ("an object exists at the original key
+    again") while the catalog still called it removed. An identical upload of the same
+    bytes passes too, and is as good as restored."""
+    if current.size != row["size"] or not current.etag:
+        return False
+    if on_disk:
+        return _mtime_ns(row["etag"]) is not None and not _times_differ(row["etag"], current.etag)
+    return current.etag in {row["etag"], row.get("copy_etag")}
 
 
 def _damage(row: dict[str, Any], held: ObjectState, *, on_disk: bool) -> str | None:
@@ -340,6 +361,10 @@ def _restore_batch(
         if isinstance(way, KeyResult):
             return way
         store, quarantine, held = way.store, way.quarantine, way.held
+        if way.back is not None:  # put back by a restore that stopped before recording it
+            if row["mode"] == "quarantine":  # (a versioned one is revived as it was)
+                now[row["id"]] = way.back
+            return KeyResult(key, True)
         if quarantine is None or held is None:  # versioned: the old version, as it was
             return _undo_delete(store, row, way.hidden)
         was = (planned or {}).get((row["action_id"], key))
