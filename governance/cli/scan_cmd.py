@@ -102,7 +102,9 @@ def scan(
     specs = resolve_roots(policy, roots)
     if roots:
         _refuse_overlaps([spec.url for spec in specs])
-    first = start_root(specs[0], policy, concurrency or app.settings.concurrency)
+    first = start_root(
+        specs[0], policy, concurrency or app.settings.concurrency, app.settings.catalog_url
+    )
     from governance.scan.service import scan_roots
 
     summaries: list[ScanSummary] = []

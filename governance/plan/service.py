@@ -90,7 +90,9 @@ def root_snapshots(
             reader,
             tags=needs.tags,
             lock=needs.lock,
-            exclude=excluded_prefixes(url, policy, used),
+            exclude=excluded_prefixes(
+                url, policy, used, engine.url.render_as_string(hide_password=False)
+            ),
         )
         snapshots.append(
             RootSnapshot(

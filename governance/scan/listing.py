@@ -64,10 +64,13 @@ StartedRoot = ListingStart | GovernanceError
 opened or read)."""
 
 
-def start_root(spec: RootSpec, policy: Policy | None, concurrency: int) -> StartedRoot:
-    """Open the root, check it and start its listing; an unreadable root is an error value."""
+def start_root(
+    spec: RootSpec, policy: Policy | None, concurrency: int, catalog_url: str | None = None
+) -> StartedRoot:
+    """Open the root, check it and start its listing; an unreadable root is an error value.
+    `catalog_url`: the catalog, never listed when it is a file inside the root."""
     try:
         store = spec.open(concurrency)
-        return start_listing(store, excluded_prefixes(store.url, policy))
+        return start_listing(store, excluded_prefixes(store.url, policy, (), catalog_url))
     except GovernanceError as exc:
         return exc

@@ -58,7 +58,7 @@ def scan_roots(
         for index, spec in enumerate(specs):
             started = first if index == 0 and first is not None else None
             if started is None:
-                started = start_root(spec, policy, workers)
+                started = start_root(spec, policy, workers, app.settings.catalog_url)
             if isinstance(started, GovernanceError):
                 yield started
                 continue

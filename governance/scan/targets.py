@@ -60,18 +60,44 @@ def quarantine_url(root_url: str, policy: Policy | None) -> str:
 
 
 def excluded_prefixes(
-    root_url: str, policy: Policy | None, used: Iterable[str] = ()
+    root_url: str,
+    policy: Policy | None,
+    used: Iterable[str] = (),
+    catalog_url: str | None = None,
 ) -> tuple[str, ...]:
     """Key prefixes under the root that are never scanned or planned: the policy's
     quarantine location, every one in `used` (the quarantines applies have used,
-    `catalog.queries.quarantines`: an earlier `quarantine_url` keeps its copies), and a
+    `catalog.queries.quarantines`: an earlier `quarantine_url` keeps its copies), a
     folder of the default quarantine's name at the root's top (`.govern-quarantine/`):
     where applies this catalog never saw put their copies (a local root's parent, once
-    governed itself, holds its children's default quarantine there; a lost catalog)."""
+    governed itself, holds its children's default quarantine there; a lost catalog), and
+    the SQLite catalog itself (`catalog_url`) when it lies inside the root (`govern scan
+    --root .` with the default `.govern/catalog.db`): its file, and its -wal, -shm and
+    -journal files, which share its name as a prefix, changed on every scan and were
+    planned like the root's own data."""
     from governance.policy.models import QUARANTINE_DIR
 
     urls = [quarantine_url(root_url, policy), *used, root_url + QUARANTINE_DIR]
+    urls += catalog_file_urls(catalog_url)
     return prefixes_under(root_url, urls)
+
+
+def catalog_file_urls(catalog_url: str | None) -> list[str]:
+    """The `file://` URL of a SQLite catalog's file (none for another database), as
+    written and where it really is (its folder reached through a symbolic link)."""
+    if not catalog_url:
+        return []
+    from governance.catalog.engine import sqlite_path
+    from governance.storage import real_place
+
+    try:
+        path = sqlite_path(catalog_url)
+    except Exception:  # (a URL the catalog layer refuses says so itself, when opened)
+        return []
+    if path is None:
+        return []
+    folder = normalize_url(str(path.parent.absolute()))
+    return [folder + path.name, real_place(folder) + path.name]
 
 
 def prefixes_under(root_url: str, urls: Iterable[str]) -> tuple[str, ...]:
