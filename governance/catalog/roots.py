@@ -8,23 +8,33 @@ from typing import Any
 
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from governance.catalog.tables import Root, Scan
 
 
 def get_or_create_root(engine: Engine, url: str, name: str | None = None) -> int:
-    with Session(engine) as session:
-        root = session.exec(select(Root).where(Root.url == url)).first()
-        if root is None:
-            root = Root(url=url, name=name, created_at=datetime.now(UTC))
-            session.add(root)
-        elif name and root.name != name:
-            root.name = name
-            session.add(root)
-        session.commit()
-        assert root.id is not None
-        return root.id
+    """The root's id, its row made if there is none (two first scans of one new root at
+    once: the one whose insert loses to the other's reads the other's row)."""
+    for attempt in (1, 2):
+        with Session(engine) as session:
+            root = session.exec(select(Root).where(Root.url == url)).first()
+            if root is None:
+                root = Root(url=url, name=name, created_at=datetime.now(UTC))
+                session.add(root)
+            elif name and root.name != name:
+                root.name = name
+                session.add(root)
+            try:
+                session.commit()
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+                continue  # made meanwhile by another command: read it
+            assert root.id is not None
+            return root.id
+    raise AssertionError("unreachable")
 
 
 def find_root(engine: Engine, url: str) -> Root | None:

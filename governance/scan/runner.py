@@ -11,6 +11,7 @@ and folders it passed over because their names are not valid UTF-8 (`unreadable_
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import cast
 
-from sqlalchemy import update
-from sqlalchemy.engine import Engine
+from sqlalchemy import func, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from governance.catalog import bulk, rescan
 from governance.catalog.links import replace_links
@@ -138,19 +140,31 @@ def _scan_rows(
             elif not direct:
                 bulk.create_stage(conn)
                 conn.commit()
-            while batch := list(islice(rows, BATCH)):
-                if direct:
-                    bulk.write_objects_direct(conn, root_id, scan_id, batch)
-                elif diff is not None:
-                    diff.add(batch)
-                else:
-                    bulk.write_stage(conn, batch)
-                listed += len(batch)
-                listed_bytes += sum(cast(int, row[size_at]) for row in batch)
-                if progress:
-                    progress(listed, listed_bytes)
             newer: int | None = None
-            if direct:
+            try:
+                while batch := list(islice(rows, BATCH)):
+                    if direct:
+                        bulk.write_objects_direct(conn, root_id, scan_id, batch)
+                    elif diff is not None:
+                        diff.add(batch)
+                    else:
+                        bulk.write_stage(conn, batch)
+                    listed += len(batch)
+                    listed_bytes += sum(cast(int, row[size_at]) for row in batch)
+                    if progress:
+                        progress(listed, listed_bytes)
+            except Exception as exc:
+                if not (direct and isinstance(exc, _integrity_errors())):
+                    raise
+                # Another first scan of this new root ran at the same time and wrote its
+                # listing first (this one's inserts waited for it, then met its rows).
+                conn.rollback()
+                newer = _other_complete_scan(conn, root_id, scan_id)
+                if newer is None:
+                    raise
+            if newer is not None:
+                new, changed, gone = 0, 0, 0
+            elif direct:
                 # First scan: everything listed is new; one transaction from first row to here.
                 new, changed, gone = listed, 0, 0
             elif diff is not None:
@@ -177,6 +191,9 @@ def _scan_rows(
             note = (
                 None
                 if newer is None
+                else f"superseded by scan {newer}, a first scan of this root at the same "
+                "time that wrote its listing first: this listing was not written"
+                if direct
                 else f"superseded by scan {newer}, which began later and completed first: "
                 "this older listing was not written"
             )
@@ -234,6 +251,29 @@ def _scan_rows(
         links_inside=len(inside) if found is not None else None,
         unreadable_names=found.unreadable_names if found is not None else None,
     )
+
+
+def _integrity_errors() -> tuple[type[Exception], ...]:
+    """A UNIQUE violation as a first scan's direct writes meet it: through SQLAlchemy, or
+    from the DBAPI cursor they write with (sqlite3, psycopg's COPY). Asked only on an
+    error: a scan of a SQLite catalog never imports psycopg."""
+    found: list[type[Exception]] = [IntegrityError, sqlite3.IntegrityError]
+    try:
+        import psycopg
+    except ImportError:  # (PostgreSQL catalogs need it; SQLite ones do not)
+        pass
+    else:
+        found.append(psycopg.IntegrityError)
+    return tuple(found)
+
+
+def _other_complete_scan(conn: Connection, root_id: int, scan_id: int) -> int | None:
+    """The newest complete scan of the root other than this one, if any."""
+    s = Scan.__table__.c  # type: ignore[attr-defined]
+    found = conn.execute(
+        select(func.max(s.id)).where(s.root_id == root_id, s.status == "complete", s.id != scan_id)
+    ).scalar()
+    return int(found) if found is not None else None
 
 
 def _record_object_lock(engine: Engine, root_id: int, store: Store) -> None:

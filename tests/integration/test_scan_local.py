@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +15,7 @@ from sqlalchemy import text
 from governance.catalog.engine import open_engine
 from governance.cli.main import cli
 from governance.errors import NoSuchRootError
-from governance.scan.runner import scan_store
+from governance.scan.runner import ScanSummary, scan_store
 from governance.storage import open_store
 from governance.storage.base import ObjectInfo
 from tests.catalogs import catalog_url  # noqa: F401
@@ -342,4 +343,41 @@ def test_an_interrupt_after_the_listing_is_written_leaves_the_scan_complete(
     with engine.connect() as conn:
         status = conn.execute(text("SELECT status FROM scans ORDER BY id DESC LIMIT 1")).scalar()
     assert status == "complete"
+    engine.dispose()
+
+
+def test_two_first_scans_of_one_new_root_at_once_one_is_superseded(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """Both found the root empty and wrote their listing straight into `objects`: the one
+    whose inserts came second failed with a traceback (a UNIQUE violation, exit 1). It is
+    now superseded by the other, as an older listing is by a newer complete scan. The
+    race is made exact: A's listing runs the whole of B when A reads its first rows."""
+    from dataclasses import replace
+
+    from governance.scan.listing import start_listing
+    from governance.scan.runner import scan_listing
+
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    a = start_listing(open_store(str(root)))
+    other: list[ScanSummary] = []
+
+    def racing() -> Iterator[Any]:
+        for i, row in enumerate(a.rows):
+            if i == 0:
+                other.append(scan_store(engine, open_store(str(root)), actor="b"))
+            yield row
+
+    late = scan_listing(engine, replace(a, rows=racing()), actor="a")
+
+    [b] = other
+    assert b.status == "complete"
+    assert late.status == "superseded"
+    assert late.error is not None
+    assert late.error.startswith(f"superseded by scan {b.scan_id}, a first scan of this root")
+    assert len(_live(engine, b.root)) == b.objects
+    assert scan_store(engine, open_store(str(root)), actor="t").status == "complete"
     engine.dispose()
