@@ -76,13 +76,7 @@ class FsspecStore:
         self.url = url
         self._protocol = url.split("://", 1)[0]
         if fs is None:
-            try:
-                fs = fsspec.filesystem(self._protocol, **dict(storage_options or {}))
-            except ImportError as exc:  # e.g. gs:// without gcsfs, az:// without adlfs
-                raise ArgumentError(
-                    f"storage URL {url!r}: the {self._protocol}:// filesystem is not "
-                    f"installed ({exc})"
-                ) from exc
+            fs = _open_filesystem(url, self._protocol, storage_options)
         self._fs = fs
         self._local = isinstance(self._fs, LocalFileSystem)
         self._base = self._fs._strip_protocol(url).rstrip("/") + "/"
@@ -564,6 +558,29 @@ class FsspecStore:
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:
         """Filesystems have no multipart uploads: always a failed, explained result."""
         return KeyResult(key, False, error=f"multipart uploads do not exist on {self._protocol}")
+
+
+def _open_filesystem(
+    url: str, protocol: str, storage_options: Mapping[str, Any] | None
+) -> fsspec.AbstractFileSystem:
+    """The fsspec filesystem of `url`, with what the URL itself says (an FTP or SFTP
+    host and port, a user: the filesystem's own `_get_kwargs_from_urls`) under the
+    options given. One clear error, never a traceback, when it cannot be made."""
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+        options = {**cls._get_kwargs_from_urls(url), **dict(storage_options or {})}
+        return fsspec.filesystem(protocol, **options)
+    except ImportError as exc:  # e.g. gs:// without gcsfs, az:// without adlfs
+        raise ArgumentError(
+            f"storage URL {url!r}: the {protocol}:// filesystem is not installed ({exc})"
+        ) from exc
+    except OSError as exc:  # its server cannot be reached, or refuses (FTP, SFTP, HDFS)
+        raise translate(url, exc) from exc
+    except Exception as exc:  # it needs what neither the URL nor govern gives it
+        raise ArgumentError(
+            f"storage URL {url!r}: the {protocol}:// filesystem cannot be opened from "
+            f"this URL ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def _link_alone(source: str, target: str) -> bool:

@@ -435,3 +435,20 @@ def test_local_mutations_refuse_a_way_through_a_symbolic_link(tmp_path: Path) ->
     with (root / "plain.bin").open("rb") as stream, pytest.raises(StorageError, match="link"):
         store.put_stream("runs/ck/streamed.bin", stream)
     assert sorted(os.listdir(outside)) == ["w.bin"]
+
+
+def test_a_filesystem_url_gives_its_host_and_port_and_fails_in_one_clear_error() -> None:
+    """`ftp://host:port/path` opened fsspec's FTP filesystem without the host the URL
+    names (a TypeError traceback, exit 1); one that needs what no URL gives (GitHub's org
+    and repo) did too. The URL's own host and port are used now (a closed port on this
+    machine refuses: the error names the root), and what cannot be made is a bad URL."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StorageError, match=r"^ftp://127\.0\.0\.1:\d+/data/: .*refused") as err:
+        open_store(normalize_url(f"ftp://127.0.0.1:{port}/data"))
+    assert not isinstance(err.value, ArgumentError)
+    with pytest.raises(ArgumentError, match="github:// filesystem cannot be opened"):
+        open_store(normalize_url("github://x/y"))
