@@ -153,8 +153,10 @@ def normalize_url(url: str) -> str:
             raise ArgumentError(
                 f"storage URL {url!r}: {bucket!r} is not a valid bucket name: {problem}"
             )
-        prefix = prefix.lstrip("/")
-        return f"{scheme}://{bucket}/{prefix.rstrip('/') + '/' if prefix else ''}"
+        # (a leading '/' is kept: in a bucket it is a byte of the key, and keys such as
+        # `/abs/a` exist; dropping it named another root, which listed nothing)
+        prefix = prefix.rstrip("/")
+        return f"{scheme}://{bucket}/{prefix + '/' if prefix else ''}"
     return f"{scheme}://{rest.rstrip('/')}/"
 
 
@@ -177,8 +179,31 @@ def real_place(url: str) -> str:
 
 
 def _file_url(path: str) -> str:
-    absolute = os.path.abspath(os.path.expanduser(path))
+    """The `file://` URL of a local folder. A `..` is read as the OS reads it: after a
+    symbolic link it leaves the link's target, not the link's folder (`deep/..` with
+    `deep -> real/runs` is `real/`), so the path up to its last `..` is resolved; the
+    rest, and a root that is itself a link, keep the names given."""
+    expanded = os.path.expanduser(path)
+    if not _utf8(expanded):
+        raise ArgumentError(
+            f"storage URL {os.fsencode(expanded).decode('utf-8', 'backslashreplace')!r}: "
+            "the path is not valid UTF-8 (a catalog can hold no such name)"
+        )
+    parts = expanded.split("/")
+    if ".." in parts:
+        last = len(parts) - parts[::-1].index("..")
+        head = os.path.realpath("/".join(parts[:last]) or "/")  # (abspath: lexically)
+        expanded = "/".join([head, *parts[last:]])
+    absolute = os.path.abspath(expanded)
     return "file://" + (absolute if absolute.endswith("/") else absolute + "/")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # (a name read from the OS with surrogate escapes)
+        return False
+    return True
 
 
 _S3_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")

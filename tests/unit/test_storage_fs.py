@@ -452,3 +452,36 @@ def test_a_filesystem_url_gives_its_host_and_port_and_fails_in_one_clear_error()
     assert not isinstance(err.value, ArgumentError)
     with pytest.raises(ArgumentError, match="github:// filesystem cannot be opened"):
         open_store(normalize_url("github://x/y"))
+
+
+def test_dot_dot_after_a_symbolic_link_is_read_as_the_os_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `deep -> real/runs`, the OS reads `deep/..` as `real/`: the root was taken as
+    the link's own folder (`abspath` drops `..` as text), a wider root holding folders the
+    user never named. A link with no `..` after it keeps the name given."""
+    (tmp_path / "real" / "runs").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "deep").symlink_to(tmp_path / "real" / "runs", target_is_directory=True)
+    real = (tmp_path / "real").as_uri() + "/"
+    assert normalize_url(f"{tmp_path}/deep/..") == real
+    assert normalize_url(f"file://{tmp_path}/deep/../x") == real + "x/"
+    monkeypatch.chdir(tmp_path)
+    assert normalize_url("deep/..") == real
+    assert normalize_url("deep") == (tmp_path / "deep").as_uri() + "/"  # (as given)
+    assert normalize_url(f"{tmp_path}/real/../other") == (tmp_path / "other").as_uri() + "/"
+
+
+def test_a_root_path_that_is_not_utf8_is_a_clear_error() -> None:
+    """Such a name inside a root is passed over; as the root itself it crashed when its
+    row was written (UnicodeEncodeError)."""
+    with pytest.raises(ArgumentError, match=r"'/tmp/d\\\\xe9': the path is not valid UTF-8"):
+        normalize_url(os.fsdecode(b"/tmp/d\xe9"))
+
+
+def test_a_leading_slash_of_an_s3_prefix_is_part_of_it() -> None:
+    """In a bucket `/` is a byte of the key: `s3://b//abs/` names the keys under `/abs/`
+    (dropped, it named `abs/`, another root, which listed nothing)."""
+    assert normalize_url("s3://bkt//abs") == "s3://bkt//abs/"
+    assert normalize_url("s3://bkt/abs//") == "s3://bkt/abs/"
+    assert normalize_url("s3a://bkt") == "s3://bkt/"
