@@ -468,8 +468,9 @@ def nearest_entries(
 ) -> tuple[str, list[str], bool] | None:
     """For a `prefix` that lists no object: what the nearest level above it holds, to
     suggest what a mistyped prefix meant. One delimiter request a level, from the prefix's
-    parent up to the bucket's top, stopping at the first that holds anything (a listing
-    that found nothing is rare, so this costs nothing in the usual case).
+    parent up to the bucket's top, stopping at the first that holds anything (and one
+    more, of the prefix itself, when its parent holds more than a page: a listing that
+    found nothing is rare, so this costs nothing in the usual case).
 
     Returns (that level's key prefix, '' at the top; up to `limit` of its entries relative
     to it, folders ending in '/'; whether it holds more), with no entries when the whole
@@ -480,6 +481,7 @@ def nearest_entries(
         ('', ['datasets/', 'runs/'], False)
     """
     level = _parent(prefix)
+    first = True
     while True:
         response = client.list_objects_v2(
             Bucket=bucket, Prefix=level, Delimiter="/", MaxKeys=limit + 2
@@ -488,6 +490,12 @@ def nearest_entries(
         found |= {item["Key"] for item in response.get("Contents", ())}
         if prefix in found:
             return None
+        if first and response.get("IsTruncated"):
+            # the parent's page ended before the prefix's place: asked of the prefix
+            # itself (a folder marker sorting after `limit` neighbours is no misspelling)
+            if client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount"):
+                return None
+        first = False
         names = sorted(found - {level})  # (a level's own folder marker is no entry of it)
         if names or not level:
             more = bool(response.get("IsTruncated")) or len(names) > limit

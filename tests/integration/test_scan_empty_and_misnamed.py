@@ -210,3 +210,14 @@ def test_a_legacy_bucket_name_that_exists_is_scanned(
 
 def test_the_test_buckets_have_valid_names(s3_bucket: str) -> None:
     assert s3_bucket_problem(s3_bucket) is None
+
+
+def test_a_prefix_that_is_there_but_sorts_past_its_neighbours_is_not_called_misspelled(
+    tmp_path: Path, endpoint: str, s3_bucket: str, put_many: PutMany
+) -> None:
+    """The parent's page of `limit` + 2 entries ended before `data/zz/`: its own folder
+    marker went unseen and the warning asked whether it was spelled right."""
+    put_many(s3_bucket, [f"data/a{i}/x" for i in range(9)] + ["data/zz/"])
+    result = _scan(tmp_path, "--root", f"s3://{s3_bucket}/data/zz/")
+    assert result.exit_code == 0, result.output
+    assert [w for w in _warnings(result) if "spelled right" in w] == []
