@@ -490,11 +490,14 @@ def nearest_entries(
         found |= {item["Key"] for item in response.get("Contents", ())}
         if prefix in found:
             return None
-        if first and response.get("IsTruncated"):
-            # the parent's page ended before the prefix's place: asked of the prefix
-            # itself (a folder marker sorting after `limit` neighbours is no misspelling)
-            if client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount"):
-                return None
+        # the parent's page ended before the prefix's place: asked of the prefix itself
+        # (a folder marker sorting after `limit` neighbours is no misspelling)
+        if (
+            first
+            and response.get("IsTruncated")
+            and client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount")
+        ):
+            return None
         first = False
         names = sorted(found - {level})  # (a level's own folder marker is no entry of it)
         if names or not level:
