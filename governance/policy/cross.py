@@ -87,10 +87,14 @@ def _clash_message(url: str, other: str) -> str:
     linked = not (here.startswith(there) or there.startswith(here))
     if linked:  # the same place only through a symbolic link
         here, there = real_place(here), real_place(there)
-    through = f" (through a symbolic link: {real_place(opened(url))})" if linked else ""
     if here == there:
-        return f"root {url} is listed twice{through}"
-    inner, outer = (url, other) if len(here) > len(there) else (other, url)
+        if linked:  # both named: the reader knows one of them only by its link
+            return f"root {url} is root {other} again (through a symbolic link, both are {here})"
+        return f"root {url} is listed twice"
+    (inner, inner_at), (outer, outer_at) = sorted(
+        ((url, here), (other, there)), key=lambda pair: len(pair[1]), reverse=True
+    )
+    through = f" (through a symbolic link: {inner_at} is inside {outer_at})" if linked else ""
     return (
         f"root {inner} is inside root {outer}{through}: roots must not overlap (their "
         "objects would be planned, counted and acted on twice)"
