@@ -31,7 +31,7 @@ def validate(path: str, fmt: str) -> None:
         if fmt == "json":  # the verdict on stdout for a pipe; the message on stderr too
             emit_json({"valid": False, "path": path, "problems": exc.problems})
         raise
-    warnings = not_acted_on(loaded)
+    warnings = not_acted_on(loaded) + without_storage_classes(loaded)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if fmt == "json":
@@ -48,6 +48,35 @@ def validate(path: str, fmt: str) -> None:
     click.echo(
         f"policy OK: {counted(len(loaded.rules), 'rule')}, {counted(len(loaded.storage), 'root')}"
     )
+
+
+def without_storage_classes(policy: Policy) -> list[str]:
+    """Class changes (transitions, archives by storage class) in a policy none of whose
+    roots has storage classes (no S3 bucket): a plan reports each as not applicable and
+    never carries it out, which the writer of such a policy wants to know now."""
+    from governance.storage import normalize_url
+
+    roots = [normalize_url(root.url) for root in policy.storage]
+    if not roots or any(url.startswith("s3://") for url in roots):
+        return []
+    changes = []
+    for rule in policy.rules:
+        what = []
+        if rule.transition:
+            what.append("transition to " + ", ".join(str(t.storage_class) for t in rule.transition))
+        what += [
+            f"archive to {tier.archive.storage_class}"
+            for tier in rule.tiers or ()
+            if tier.archive is not None and tier.archive.storage_class is not None
+        ]
+        if what:
+            changes.append(f"{rule.name} ({'; '.join(what)})")
+    if not changes:
+        return []
+    return [
+        "storage classes: no root of this policy has them (none is an S3 bucket): rule "
+        f"{', '.join(changes)}: reported as not applicable in every plan, never carried out"
+    ]
 
 
 def not_acted_on(policy: Policy) -> list[str]:

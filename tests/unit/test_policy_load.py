@@ -766,6 +766,33 @@ def test_cli_validate_warns_that_a_notice_period_is_announced_to_no_one(tmp_path
     assert CliRunner().invoke(policy_group, ["validate", str(plain)]).stderr == ""
 
 
+def test_cli_validate_warns_that_class_changes_on_filesystems_are_never_made(
+    tmp_path: Path,
+) -> None:
+    """A policy of local roots that transitions or archives by storage class is valid,
+    but every plan reports those actions as not applicable: validate says so now."""
+    body = """\
+    rules:
+      - name: logs
+        select: {kind: log}
+        transition: [{after: 7d, storage_class: STANDARD_IA}, {after: 30d, storage_class: GLACIER_IR}]
+      - name: ck
+        select: {kind: checkpoint}
+        tiers: [{name: final, keep: [final], archive: {storage_class: DEEP_ARCHIVE}}]
+        otherwise: keep
+    """
+    local = "version: 1\nstorage:\n  - {name: disk, url: /data/}\n"
+    result = CliRunner().invoke(policy_group, ["validate", str(write(tmp_path, body, local))])
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "warning: storage classes: no root of this policy has them (none is an S3 bucket): "
+        "rule logs (transition to STANDARD_IA, GLACIER_IR), ck (archive to DEEP_ARCHIVE): "
+        "reported as not applicable in every plan, never carried out\n"
+    )
+    on_s3 = CliRunner().invoke(policy_group, ["validate", str(write(tmp_path, body))])
+    assert (on_s3.exit_code, on_s3.stderr) == (0, "")
+
+
 def test_cli_validate_raises_policy_error(tmp_path: Path) -> None:
     path = write(tmp_path, "bogus: 1\n")
     result = CliRunner().invoke(policy_group, ["validate", str(path)])
