@@ -398,7 +398,15 @@ def _schema_lock(engine: Engine, url: str) -> Iterator[None]:
     if path is None or fcntl is None:
         yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    from sqlalchemy.engine import make_url
+
+    # A URI opened `mode=ro` must not be created by its lock either (SQLite would not).
+    creating = 0 if make_url(url).query.get("mode") == "ro" else os.O_CREAT
+    try:
+        fd = os.open(path, os.O_RDWR | creating, 0o644)
+    except FileNotFoundError:
+        yield  # (nothing to lock: opening it fails, with SQLite's own words)
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

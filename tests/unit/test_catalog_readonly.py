@@ -177,3 +177,20 @@ def test_which_commands_only_read_is_decided_in_one_place() -> None:
     assert set(COMMANDS) >= READ_ONLY_COMMANDS
     assert not READ_ONLY_COMMANDS & CREATES_CATALOG
     assert {"plans", "show", "ls", "audit", "explain"} == READ_ONLY_COMMANDS
+
+
+def test_a_missing_catalog_named_mode_ro_is_refused_and_not_created(tmp_path: Path) -> None:
+    """`sqlite:///file:x.db?mode=ro&uri=true` for a file that is not there: SQLite does
+    not create it, and neither may the schema lock's own open of the file (an empty
+    `x.db` was left behind by the failed command)."""
+    from click.testing import CliRunner
+
+    from governance.cli.main import cli
+
+    missing = tmp_path / "x.db"
+    (tmp_path / "data").mkdir()
+    url = f"sqlite:///file:{missing}?mode=ro&uri=true"
+    result = CliRunner().invoke(cli, ["--catalog", url, "scan", "--root", str(tmp_path / "data")])
+    assert result.exit_code == 2, result.output
+    assert "cannot be opened" in result.stderr
+    assert not missing.exists()
