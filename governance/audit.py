@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -339,13 +340,44 @@ def _head_problems(
     return problems
 
 
+_DECISIONS = frozenset({"approve", "reject"})
+
+
+def _unrecorded_decisions(
+    engine: Engine, decided: Counter[tuple[str | None, str, str, str | None]]
+) -> list[str]:
+    """Approvals and rejections with no audit event of their own. `approve` and `reject`
+    write the row and its event in one transaction, so a row without one was written
+    outside govern: an approval inserted by hand would let a plan be applied that no
+    approver's event shows."""
+    from governance.catalog.approval_tables import ApprovalRow
+
+    a = ApprovalRow.__table__.c  # type: ignore[attr-defined]
+    out = []
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(a.id, a.plan_id, a.decision, a.actor, a.fingerprint).order_by(a.id)
+        )
+        for row_id, plan_id, decision, actor, fingerprint in rows:
+            key = (plan_id, decision, actor, fingerprint)
+            if decided[key] > 0:
+                decided[key] -= 1
+                continue
+            out.append(
+                f"decision {row_id} ({decision} of plan {plan_id} by {actor}) has no audit "
+                "event: written outside govern?"
+            )
+    return out
+
+
 def verify(engine: Engine) -> VerifyResult:
     """Walk the whole chain: each event's hash must match its content, each link its
     predecessor. Editing event 17 reports 17; deleting it reports 18 (the broken link).
 
     Deleting the newest events is caught by the head record every append moves in the
     same transaction, and so are events past the head (an inserted row, a head rewound
-    to hide the events after it). Only an editor who rewrites the head and deletes every
+    to hide the events after it), and so is an approval or rejection without its own
+    event (`_unrecorded_decisions`: one written by hand). Only an editor who rewrites the head and deletes every
     event after the new one, or recomputes every later hash, goes unseen: keep exported
     copies where that matters.
     """
@@ -355,9 +387,12 @@ def verify(engine: Engine) -> VerifyResult:
     prev_id: int | None = None
     prev_hash = GENESIS
     hashes: dict[int, str] = {}
+    decided: Counter[tuple[str | None, str, str, str | None]] = Counter()
     for ev in iter_events(engine):
         checked += 1
         hashes[ev.id] = ev.hash
+        if ev.event in _DECISIONS:
+            decided[(ev.plan_id, ev.event, ev.actor, (ev.payload or {}).get("fingerprint"))] += 1
         if ev.prev_hash != prev_hash or (prev_id is None and ev.id != 1):
             if prev_id is None:
                 problems.append(
@@ -375,6 +410,7 @@ def verify(engine: Engine) -> VerifyResult:
             problems.append(f"event {ev.id}: hash does not match its content (edited?)")
         prev_id, prev_hash = ev.id, ev.hash
     problems += _head_problems(before, _read_head(engine), hashes, prev_id)
+    problems += _unrecorded_decisions(engine, decided)
     if len(problems) > _MAX_PROBLEMS:
         more = len(problems) - _MAX_PROBLEMS
         problems = [*problems[:_MAX_PROBLEMS], f"... and {more} more"]

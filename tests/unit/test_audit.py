@@ -298,3 +298,38 @@ def test_events_appended_while_verifying_are_not_taken_for_tampering(
     assert result.checked == 3
     monkeypatch.undo()
     assert audit.verify(engine).checked == 4  # the next verify sees the new event
+
+
+def test_a_decision_without_its_audit_event_is_reported(engine: Engine) -> None:
+    """`approve` writes its row and its event in one transaction: an approval row with no
+    event was written outside govern (by hand, to get a plan applied), and so is every
+    decision left once the whole log and its head were deleted, which read "OK: 0 events"."""
+    from dataclasses import replace
+
+    from governance.approval import approve
+    from governance.catalog.plans import save_plan
+    from tests.unit.plan_samples import sample_plan
+
+    plan = sample_plan()
+    save_plan(engine, plan)
+    approve(engine, plan.plan_id, actor="bob", comment=None, now=plan.created_at)
+    assert audit.verify(engine).ok
+    other = replace(sample_plan("p-20261130-021500-0000"), fingerprint="sha256:" + "cd" * 32)
+    save_plan(engine, other)
+    with engine.begin() as conn:  # an approval no one gave
+        conn.execute(
+            text(
+                "INSERT INTO approvals (plan_id, decision, actor, fingerprint, at) "
+                "VALUES (:p, 'approve', 'mallory', :f, :at)"
+            ),
+            {"p": other.plan_id, "f": other.fingerprint, "at": T},
+        )
+    [problem] = audit.verify(engine).problems
+    assert problem.startswith(f"decision 2 (approve of plan {other.plan_id} by mallory) has no")
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events"))
+        conn.execute(text("DELETE FROM audit_head"))
+    assert [p.split(")")[0] for p in audit.verify(engine).problems] == [
+        f"decision 1 (approve of plan {plan.plan_id} by bob",
+        f"decision 2 (approve of plan {other.plan_id} by mallory",
+    ]
