@@ -377,9 +377,9 @@ def verify(engine: Engine) -> VerifyResult:
     Deleting the newest events is caught by the head record every append moves in the
     same transaction, and so are events past the head (an inserted row, a head rewound
     to hide the events after it), and so is an approval or rejection without its own
-    event (`_unrecorded_decisions`: one written by hand). Only an editor who rewrites the head and deletes every
-    event after the new one, or recomputes every later hash, goes unseen: keep exported
-    copies where that matters.
+    event (`_unrecorded_decisions`: one written by hand). Only an editor who rewrites
+    the head and deletes every event after the new one, or recomputes every later hash,
+    goes unseen: keep exported copies where that matters.
     """
     before = _read_head(engine)
     problems: list[str] = []
