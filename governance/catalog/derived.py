@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -346,6 +346,82 @@ def ensure_classified(
             )
         done += 1
     return done
+
+
+@contextmanager
+def classified(engine: Engine, now: datetime, root_url: str | None = None) -> Iterator[Engine]:
+    """The engine to read runs and artifacts from (`ls runs`, `ls artifacts`).
+
+    On a catalog this user can write, the catalog itself, classified first where its
+    stored runs predate the last scan (`ensure_classified`). On a SQLite catalog opened
+    read-only whose stored runs are stale (a scan since, by the nightly job), a scratch
+    catalog in memory holding the roots (one, or all) and a classification made now
+    from the catalog's objects and metadata cache (storage is not read: nothing learnt
+    could be kept), gone when the block ends: the reader sees what a writer would, and
+    the catalog is not touched.
+    """
+    from governance.catalog.engine import is_read_only
+
+    if not is_read_only(engine):
+        ensure_classified(engine, now, root_url)
+        yield engine
+        return
+    if not _stale_roots(engine, root_url):
+        yield engine
+        return
+    scratch = _scratch_classification(engine, now, root_url)
+    try:
+        yield scratch
+    finally:
+        scratch.dispose()
+
+
+def _stale_roots(engine: Engine, root_url: str | None) -> list[Any]:
+    """The roots (one, or all) whose stored runs and artifacts predate their last scan."""
+    from governance.catalog.roots import last_complete_scan, list_roots
+
+    stale = []
+    for root in list_roots(engine):
+        if root_url is not None and root.url != root_url:
+            continue
+        scan = last_complete_scan(engine, root.id) if root.id is not None else None
+        if scan is not None and scan.id is not None and root.classified_scan_id != scan.id:
+            stale.append(root)
+    return stale
+
+
+def _scratch_classification(engine: Engine, now: datetime, root_url: str | None) -> Engine:
+    """An in-memory catalog of the roots asked for, each with its runs and artifacts as
+    a classification now finds them (see `classified`)."""
+    from sqlalchemy import create_engine, insert
+    from sqlalchemy.pool import StaticPool
+
+    from governance.catalog.completions import seen_completed
+    from governance.catalog.roots import last_complete_scan, list_roots
+    from governance.catalog.tables import Root
+
+    roots_table = Root.__table__  # type: ignore[attr-defined]
+    scratch = create_engine("sqlite://", poolclass=StaticPool)  # one in-memory database
+    roots_table.metadata.create_all(scratch, tables=[roots_table, _R, _A])
+    for root in list_roots(engine):
+        if root_url is not None and root.url != root_url:
+            continue
+        assert root.id is not None
+        with scratch.begin() as conn:
+            conn.execute(insert(roots_table).values(root.model_dump()))
+        scan = last_complete_scan(engine, root.id)
+        if scan is None or scan.id is None:
+            continue
+        options = replace(
+            options_from_json(root.classify_options, now),
+            seen_completed=seen_completed(engine, root.id),
+        )
+        with engine.connect() as source, scratch.begin() as conn:
+            reader = CachedMetaReader(source, root.id, None, options.metadata_max_bytes)
+            replace_model(
+                conn, classify_stream(engine, root.id, options, reader), root.url, root.id, scan.id
+            )
+    return scratch
 
 
 def refresh_metadata(

@@ -500,6 +500,12 @@ def open_read_only(url: str) -> Engine:
     return engine
 
 
+def is_read_only(engine: Engine) -> bool:
+    """Whether `engine` is a SQLite catalog opened read-only (`open_read_only`): nothing
+    derived can be stored in it."""
+    return engine.dialect.name == "sqlite" and engine.url.query.get("mode") == "ro"
+
+
 def _read_only_engine(url: str, path: Path, *, immutable: bool) -> Engine:
     """An engine on the same file through SQLite's URI form, with `mode=ro` (and
     `immutable=1`); what else a URI-form URL asked for (`vfs`, `cache`) is kept."""
@@ -536,8 +542,8 @@ def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 def _read_only_error(url: str) -> Callable[[Any], None]:
     """A handler for errors on a read-only engine: a write attempt is said in words (only
-    `ls runs`, `ls artifacts` and `explain` write, to store what they derive after a
-    scan), and any error once the immutable file changed is that change."""
+    `explain` writes, to store the metadata it reads after a scan; `ls` classifies in
+    memory there), and any error once the immutable file changed is that change."""
 
     def handle(context: Any) -> None:
         guard = _IMMUTABLE.get(context.engine) if context.engine is not None else None

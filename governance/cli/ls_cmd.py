@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from governance.catalog.derived import ensure_classified
+from governance.catalog.derived import classified
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json_array, format_option, stdout_console
 from governance.errors import ArgumentError
@@ -18,6 +18,7 @@ from governance.storage import normalize_url
 if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
+    from sqlalchemy.engine import Engine
 
 TABLE_LIMIT = 2000
 
@@ -113,6 +114,16 @@ def _objects_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table
     return table, more
 
 
+def _classified(app: AppContext, url: str | None) -> Engine:
+    """The engine to read runs and artifacts from, for as long as the command runs:
+    the catalog, classified first if a scan came since; on a catalog this user can only
+    read, a classification in memory (see `derived.classified`)."""
+    found: Engine = click.get_current_context().with_resource(
+        classified(app.engine, datetime.now(UTC), url)
+    )
+    return found
+
+
 @ls.command("runs")
 @click.option("--root", "root_url", metavar="URL", help="Only this root.")
 @format_option("table", "json")
@@ -120,10 +131,10 @@ def _objects_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table
 def ls_runs(app: AppContext, root_url: str | None, fmt: str) -> None:
     """Runs: status and the evidence for it, sizes, checkpoints (complete, in flight)."""
     url = _known_root(app, root_url)
-    ensure_classified(app.engine, datetime.now(UTC), url)
+    source = _classified(app, url)
     from governance.catalog.queries import iter_run_rows
 
-    rows = iter_run_rows(app.engine, url)
+    rows = iter_run_rows(source, url)
     if fmt == "json":
         emit_json_array(rows)
         return
@@ -218,8 +229,7 @@ def ls_artifacts(
     from governance.policy.units import format_bytes
 
     url = _known_root(app, root_url)
-    ensure_classified(app.engine, datetime.now(UTC), url)
-    rows = iter_artifact_rows(app.engine, url, run_glob, kind)
+    rows = iter_artifact_rows(_classified(app, url), url, run_glob, kind)
     if fmt == "json":
         emit_json_array(rows)
         return
