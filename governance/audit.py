@@ -365,7 +365,7 @@ def _unrecorded_decisions(
                 continue
             out.append(
                 f"decision {row_id} ({decision} of plan {plan_id} by {actor}) has no audit "
-                "event: written outside govern?"
+                "event: written outside govern, or its event edited?"
             )
     return out
 
