@@ -49,14 +49,29 @@ def resolve_identity(explicit: str | None) -> str:
                 f"--as {explicit!r}: the acting identity cannot be empty; give a name, or "
                 "leave --as out to use GOVERN_USER or the OS user"
             )
-        return name
+        return _printable_identity("--as", name)
     env = (os.environ.get("GOVERN_USER") or "").strip()
     if env:
-        return env
+        return _printable_identity("GOVERN_USER", env)
     try:
         return getpass.getuser().strip() or "unknown"
     except Exception:  # no passwd entry in some containers
         return "unknown"
+
+
+def _printable_identity(source: str, name: str) -> str:
+    """An identity with no control character: an ESC sequence in it would redraw the
+    name on a reader's terminal (`mallory\x1b[7Dalice` read as `alice` in `govern show`
+    and `govern audit`), so approvals could be signed under a name that shows as
+    another's."""
+    import unicodedata
+
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise ArgumentError(
+            f"{source} {name!r}: the acting identity cannot hold control characters "
+            "(escape sequences, tabs, newlines)"
+        )
+    return name
 
 
 def build_settings(

@@ -145,9 +145,8 @@ other columns in 80 they got nine characters a line (a 39-event log took 300 lin
 
 def _print_events(found: list[AuditEvent]) -> None:
     from rich.table import Table
-    from rich.text import Text
 
-    from governance.report.layout import print_fitted
+    from governance.report.layout import print_fitted, shown_text
 
     console = stdout_console()
     if not found:
@@ -161,13 +160,13 @@ def _print_events(found: list[AuditEvent]) -> None:
         event_width = max(len(ev.event) for ev in found)
         plan_width = max(len(ev.plan_id or "-") for ev in found)
         head = f"{'at (UTC)':<16}  {'event':<{event_width}}  {'plan':<{plan_width}}  actor"
-        table.add_column(Text(head, style="bold"), overflow="fold")
+        table.add_column(shown_text(head, style="bold"), overflow="fold")
         for ev in found:
             line = (
                 f"{ev.at.strftime('%Y-%m-%d %H:%M')}  {ev.event:<{event_width}}  "
                 f"{ev.plan_id or '-':<{plan_width}}  {ev.actor}"
             )
-            cell = Text(line)
+            cell = shown_text(line)
             details = _details(ev.payload)
             if details:
                 cell.append("\n" + details, style="dim")
@@ -184,9 +183,9 @@ def _print_events(found: list[AuditEvent]) -> None:
             str(ev.id),
             ev.at.strftime("%Y-%m-%d %H:%M"),
             ev.event,
-            Text(ev.actor),
+            shown_text(ev.actor),
             ev.plan_id or "-",
-            Text(_details(ev.payload)),
+            shown_text(_details(ev.payload)),
         )
     print_fitted(console, table)
 

@@ -17,7 +17,7 @@ from governance.storage import normalize_url
 
 if TYPE_CHECKING:
     from rich.table import Table
-    from rich.text import Text
+    from rich.text import Text  # (annotations)
     from sqlalchemy.engine import Engine
 
 TABLE_LIMIT = 2000
@@ -41,10 +41,10 @@ def _nothing(what: str, root_url: str | None) -> Text:
     """The line an empty listing prints instead of a table with no rows, as `govern plans`
     and `govern audit` do: `no runs in the catalog`, `no artifacts of kind eval in root
     s3://b/`."""
-    from rich.text import Text
+    from governance.report.layout import shown_text
 
     where = f"in root {root_url}" if root_url else "in the catalog"
-    return Text(f"no {what} {where}")
+    return shown_text(f"no {what} {where}")
 
 
 @click.group()
@@ -81,9 +81,9 @@ def _objects_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table
     each object's storage class and ETag go under its URL: five columns side by side in
     80 fold the URL and the ETag into a few letters a line each."""
     from rich.table import Table
-    from rich.text import Text
 
     from governance.policy.units import format_bytes
+    from governance.report.layout import shown_text
 
     table = Table()
     table.add_column(
@@ -103,9 +103,11 @@ def _objects_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table
         numbers = (format_bytes(row["size"]), row["last_modified"].strftime("%Y-%m-%d %H:%M"))
         cls, etag = row["storage_class"], row["etag"]
         if wide:
-            table.add_row(Text(row["uri"]), *numbers, Text(cls or "-"), Text(etag or "-"))
+            table.add_row(
+                shown_text(row["uri"]), *numbers, shown_text(cls or "-"), shown_text(etag or "-")
+            )
             continue
-        cell = Text(row["uri"])
+        cell = shown_text(row["uri"])
         under = [f"class {cls}"] if cls else []
         under += [f"etag {etag}"] if etag else []
         if under:
@@ -158,9 +160,9 @@ def _runs_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table, b
     """The runs, and whether any has a checkpoint in flight (shown as `+N` after the
     complete ones, which the note under the table explains)."""
     from rich.table import Table
-    from rich.text import Text
 
     from governance.policy.units import format_bytes
+    from governance.report.layout import shown_text
 
     table = Table()
     table.add_column("run" if wide else "run, then why and its attributes", overflow="fold")
@@ -186,14 +188,14 @@ def _runs_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table, b
         )
         if wide:
             table.add_row(
-                Text(row["run"]),
+                shown_text(row["run"]),
                 row["status"],
-                Text(row["status_reason"]),
+                shown_text(row["status_reason"]),
                 *numbers,
-                Text(attrs),
+                shown_text(attrs),
             )
             continue
-        cell = Text(row["run"])
+        cell = shown_text(row["run"])
         cell.append(f"\n{row['status_reason']}", style="dim")
         if attrs:
             cell.append(f"\n{attrs}", style="dim")
@@ -223,10 +225,10 @@ def ls_artifacts(
 ) -> None:
     """Artifacts: kind, run, step, completeness, sizes and components."""
     from rich.table import Table
-    from rich.text import Text
 
     from governance.catalog.queries import iter_artifact_rows
     from governance.policy.units import format_bytes
+    from governance.report.layout import shown_text
 
     url = _known_root(app, root_url)
     rows = iter_artifact_rows(_classified(app, url), url, run_glob, kind)
@@ -262,16 +264,16 @@ def ls_artifacts(
         size = format_bytes(row["bytes"])
         if wide:
             table.add_row(
-                Text(row["uri"]),
+                shown_text(row["uri"]),
                 row["kind"],
-                Text(row["run"] or "-"),
+                shown_text(row["run"] or "-"),
                 step,
-                Text(complete),
+                shown_text(complete),
                 size,
-                Text(comps),
+                shown_text(comps),
             )
             continue
-        cell = Text(row["uri"])
+        cell = shown_text(row["uri"])
         under = [f"run {row['run']}"] if row["run"] else []
         under += [f"complete: {complete}", comps]
         cell.append("\n" + "; ".join(x for x in under if x), style="dim")

@@ -304,10 +304,10 @@ def _print_headers(headers: list[PlanHeader]) -> None:
 
 def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
     from rich.table import Table
-    from rich.text import Text
 
     from governance.policy.units import format_bytes
     from governance.report.common import monthly_saving, usd
+    from governance.report.layout import shown_text
 
     table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0), header_style="bold")
     table.add_column("plan", no_wrap=True)
@@ -319,7 +319,7 @@ def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
         table.add_column(col, justify="right", no_wrap=True)
     for h in headers:
         s = h.summary
-        by = [Text(h.created_by)] if wide else []
+        by = [shown_text(h.created_by)] if wide else []
         table.add_row(
             h.plan_id,
             str(h.status),
@@ -392,7 +392,8 @@ def _jsonable(value: Any) -> Any:
 
 def _print_explanation(doc: dict[str, Any]) -> None:
     from rich.table import Table
-    from rich.text import Text
+
+    from governance.report.layout import shown_text
 
     console = stdout_console()
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -402,14 +403,14 @@ def _print_explanation(doc: dict[str, Any]) -> None:
         if isinstance(value, list):
             continue
         shown = "yes" if value is True else "no" if value is False else value
-        table.add_row(key.replace("_", " "), Text("-" if shown in (None, "") else str(shown)))
+        table.add_row(key.replace("_", " "), shown_text("-" if shown in (None, "") else str(shown)))
     console.print(table)
     for key, value in doc.items():
         if isinstance(value, list) and value:
-            console.print(Text(key.replace("_", " ") + ":", style="bold"))
+            console.print(shown_text(key.replace("_", " ") + ":", style="bold"))
             items = Table(show_header=False, box=None, padding=(0, 0, 0, 2))
             items.add_column(overflow="fold")  # a long line folds under itself, indented
             for item in value:
                 line = ": ".join(str(v) for v in item) if isinstance(item, list) else str(item)
-                items.add_row(Text(line))
+                items.add_row(shown_text(line))
             console.print(items)

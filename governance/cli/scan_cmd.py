@@ -200,9 +200,9 @@ def _print_table(summaries: list[ScanSummary]) -> None:
 
 def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
     from rich.table import Table
-    from rich.text import Text
 
     from governance.policy.units import format_bytes
+    from governance.report.layout import shown_text
 
     if boxed:
         table = Table(title="scan")
@@ -217,7 +217,7 @@ def _scan_table(summaries: list[ScanSummary], *, boxed: bool) -> Table:
     table.add_column("seconds", justify="right", no_wrap=True)
     for s in summaries:
         table.add_row(
-            Text(s.root),
+            shown_text(s.root),
             f"{s.objects:,}",
             format_bytes(s.bytes),
             f"{s.new:,}",

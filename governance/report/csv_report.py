@@ -62,9 +62,26 @@ def write_csv(plan: Plan, out: TextIO) -> None:
     quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(COLUMNS)
     for row in iter_rows(plan):
+        # A rule or tier name is the policy writer's to choose, and a reason starts
+        # with one: a spreadsheet would run one beginning with `=` (`=HYPERLINK(...)`)
+        # as a formula. Such a field gets a leading `'`, as OWASP advises against CSV
+        # injection (a URI always begins with its scheme; sizes and times are ours).
+        if any(str(row[i])[:1] in _FORMULA_START for i in _WORDS):
+            row = tuple(_inert(v) if i in _WORDS else v for i, v in enumerate(row))
         # (the fields that hold names or words: the artifact's and object's URIs, the
         # rule, the reason; checked by what the row's text holds, not field by field)
         if "\r" in f"{row[2]}{row[6]}{row[7]}{row[13]}":
             quoted.writerow(row)
         else:
             writer.writerow(row)
+
+
+_WORDS = (2, 3, 9, 13)  # rule, tier, etag, reason
+_FORMULA_START = frozenset("=+-@\t\r")
+
+
+def _inert(value: object) -> object:
+    """A text field a spreadsheet would read as a formula, made plain text."""
+    if isinstance(value, str) and value[:1] in _FORMULA_START:
+        return "'" + value
+    return value

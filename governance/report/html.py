@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any, TextIO
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from governance import __version__
 from governance.plan.types import ActionType, Plan
@@ -31,6 +32,7 @@ from governance.report.common import (
     timeline,
     usd,
 )
+from governance.wording import shown
 
 ACTION_LIMIT = 50_000
 """Beyond this the file stops being readable in a browser; the CSV lists everything."""
@@ -74,6 +76,9 @@ def _environment() -> Environment:
         autoescape=select_autoescape(["html", "j2"], default=True),
         trim_blocks=True,
         lstrip_blocks=True,
+        # every printed value: a name's invisible characters (an ESC sequence, a bidi
+        # override, a zero-width space) as escapes, as in every report a person reads
+        finalize=_shown,
     )
     env.filters["bytes"] = format_bytes
     env.filters["usd"] = usd
@@ -111,6 +116,13 @@ def write_html(plan: Plan, out: TextIO) -> None:
 
 def _template() -> Any:
     return _environment().get_template("plan.html.j2")
+
+
+def _shown(value: Any) -> Any:
+    """`wording.shown` of a string the template prints (a tooltip keeps its lines)."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return shown(value, newlines=True)
 
 
 def _context(plan: Plan) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
+from governance.wording import shown
+
 FLOOR = 8
 """The narrowest a folding or wrapping column gets (unless its `min_width` says)."""
 _NATURAL = 10_000
@@ -159,3 +161,10 @@ class Packed:
         widest = max((len(u) for u in units), default=0)
         whole = sum(len(u) for u in units) + len(join) * max(0, len(units) - 1)
         return Measurement(widest, whole)
+
+
+def shown_text(value: str, style: str = "") -> Text:
+    """Text a person reads, from a name, a key or a reason anyone could have written:
+    its invisible characters (an ESC sequence, a right-to-left override) shown as
+    escapes (`wording.shown`), so no terminal redraws it as something else."""
+    return Text(shown(value), style=style)

@@ -22,6 +22,7 @@ from governance.report.common import (
     timeline,
     usd,
 )
+from governance.wording import shown
 
 ACTION_LIMIT = 5000
 """Markdown tables beyond this many rows help nobody; the CSV has every object."""
@@ -40,7 +41,7 @@ def _code(text: str) -> str:
     """`text` as a Markdown code span, as CommonMark reads one: fenced by one backtick
     more than its longest run of them, and padded with a space where it begins or ends
     with one (`` `` job `7`.log `` ``), so a key holding backticks shows as it is."""
-    text = text.replace("\n", " ").replace("\r", " ")
+    text = shown(text.replace("\n", " ").replace("\r", " "))
     longest = max(map(len, re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text[:1] == "`" or text[-1:] == "`" else ""
@@ -83,7 +84,7 @@ def _text(value: object) -> str:
     trimmed: Markdown would drop the spaces anyway, and a trailing one would keep a
     `**bold**` name from closing."""
     text = "" if value is None else str(value)
-    text = _NEWLINE.sub(" ", text).strip()
+    text = shown(_NEWLINE.sub(" ", text).strip())  # (an ESC sequence, a bidi override)
     return _MARKUP.sub(lambda m: _AS_ENTITY.get(m[0]) or "\\" + m[0], text)
 
 

@@ -32,8 +32,8 @@ from governance.report.common import (
     timeline,
     usd,
 )
-from governance.report.layout import Packed, print_fitted
-from governance.wording import counted
+from governance.report.layout import Packed, print_fitted, shown_text
+from governance.wording import counted, shown
 
 ACTION_LIMIT = 2000
 RUN_LIMIT = 200
@@ -82,15 +82,17 @@ def print_table(plan: Plan, console: Console) -> None:
             Text.assemble("status ", (str(plan.status), "bold")),
         ],
     )
-    _print_packed(console, [Text(f"as of {iso(plan.as_of)}"), Text(f"made by {plan.created_by}")])
+    _print_packed(
+        console, [shown_text(f"as of {iso(plan.as_of)}"), shown_text(f"made by {plan.created_by}")]
+    )
     fingerprint = f"fingerprint {plan.fingerprint}"
     if len(fingerprint) > console.width:  # (80 columns): the hash on a line of its own, whole
         fingerprint = f"fingerprint\n  {plan.fingerprint}"
-    _print_packed(console, [Text(f"policy {plan.policy_path or '-'}"), Text(fingerprint)])
+    _print_packed(console, [shown_text(f"policy {plan.policy_path or '-'}"), Text(fingerprint)])
     for line in paths.legend():
-        console.print(escape(line))
+        console.print(escape(shown(line)))
     if plan.refusal:
-        console.print(f"[bold red]REFUSED:[/bold red] {escape(plan.refusal)}")
+        console.print(f"[bold red]REFUSED:[/bold red] {escape(shown(plan.refusal))}")
     console.print(
         f"{counted(s.actions, 'action')} on {counted(s.objects, 'object')}: "
         f"[red]{format_bytes(s.bytes_deleted)} deleted[/red], "
@@ -109,10 +111,10 @@ def print_table(plan: Plan, console: Console) -> None:
         f"{usd(s.early_deletion_usd)} early deletion, {usd(s.request_cost_usd)} requests"
     )
     for note in plan.notes:
-        console.print(f"note: {escape(note)}")
+        console.print(f"note: {escape(shown(note))}")
     if plan.history is not None:
         for line in plan.history.lines():
-            console.print(escape(line))
+            console.print(escape(shown(line)))
     if s.by_rule:
         print_fitted(console, _rule_table(plan))
     if s.left:
@@ -153,7 +155,7 @@ def _rule_table(plan: Plan) -> Table:
             table.add_column(col, justify="right", no_wrap=True)
     for name, r in plan.summary.by_rule.items():
         table.add_row(
-            Text(name),
+            shown_text(name),
             f"{r.actions:,}",
             f"{r.objects:,}",
             format_bytes(r.bytes_deleted),
@@ -173,11 +175,11 @@ def _left_table(plan: Plan, paths: _Paths) -> Table:
     table.add_column("for example", overflow="fold")
     for x in plan.summary.left:
         table.add_row(
-            Text(x.rule or "(no rule)"),
+            shown_text(x.rule or "(no rule)"),
             x.kind,
             f"{x.artifacts:,}",
             format_bytes(x.bytes),
-            Text(f"{paths(x.example_uri)}: {x.example_reason}"),
+            shown_text(f"{paths(x.example_uri)}: {x.example_reason}"),
         )
     return table
 
@@ -192,8 +194,8 @@ def _run_table(runs: list[RunTotals], paths: _Paths) -> Table:
             table.add_column(col, justify="right", no_wrap=True)
     for t in runs[:RUN_LIMIT]:
         table.add_row(
-            Text(t.label),
-            *([Text(paths.root_label(t.root_url))] if paths.several else []),
+            shown_text(t.label),
+            *([shown_text(paths.root_label(t.root_url))] if paths.several else []),
             f"{t.actions:,}",
             f"{t.objects:,}",
             format_bytes(t.bytes_deleted),
@@ -227,17 +229,17 @@ def _timeline_table(rows: list[TimelineRow], paths: _Paths) -> Table:
         table.add_column("root", overflow="fold")
     table.add_column("checkpoints in step order, then counted", overflow="fold")
     for row in rows[:RUN_LIMIT]:
-        strip = Text(f"{row.cells[0].label} ")
+        strip = shown_text(f"{row.cells[0].label} ")
         for c in row.cells:
             letter, style = _LETTERS[c.state]
             strip.append(letter, style=style)
         if len(row.cells) > 1:
-            strip.append(f" {row.cells[-1].label}")
+            strip.append(f" {shown(row.cells[-1].label)}")
         counts = row.counts()
         counts[0] = f"{row.total()}: {counts[0]}"
-        cell = Group(strip, Packed([Text(c, style="dim") for c in counts], ", "))
-        root = [Text(paths.root_label(row.root_url))] if paths.several else []
-        table.add_row(Text(row.run), *root, cell)
+        cell = Group(strip, Packed([shown_text(c, style="dim") for c in counts], ", "))
+        root = [shown_text(paths.root_label(row.root_url))] if paths.several else []
+        table.add_row(shown_text(row.run), *root, cell)
     if len(rows) > RUN_LIMIT:
         table.caption = f"{len(rows) - RUN_LIMIT:,} more runs not shown"
         table.caption_justify = "left"
@@ -248,7 +250,7 @@ def _timeline_legend() -> Packed:
     """What the timeline's letters stand for, each letter beside its words."""
     pieces = [f"{letter} {STATE_LABELS[state]}" for state, (letter, _) in _LETTERS.items()]
     pieces[0] = f"one letter a checkpoint, in step order: {pieces[0]}"
-    return Packed([Text(p, style="dim") for p in pieces], ", ")
+    return Packed([shown_text(p, style="dim") for p in pieces], ", ")
 
 
 NARROW = 140
@@ -270,12 +272,12 @@ def _action_table(plan: Plan, paths: _Paths, width: int) -> Table:
     for a in plan.actions[:ACTION_LIMIT]:
         table.add_row(
             str(a.id),
-            Text(a.rule),
-            Text(a.tier or "-"),
+            shown_text(a.rule),
+            shown_text(a.tier or "-"),
             _action(a.action),
-            Text(paths(a.artifact.uri)),
+            shown_text(paths(a.artifact.uri)),
             format_bytes(a.bytes),
-            Text(a.reason).append(f"\n{action_dollars(a)}", style="bold"),
+            shown_text(a.reason).append(f"\n{action_dollars(a)}", style="bold"),
         )
     return table
 
@@ -287,10 +289,13 @@ def _narrow_action_table(plan: Plan, paths: _Paths) -> Table:
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("artifact, then its rule and reason", overflow="fold")
     for a in plan.actions[:ACTION_LIMIT]:
-        cell = Text(paths(a.artifact.uri))
+        cell = shown_text(paths(a.artifact.uri))
         # most reasons name their rule already ("rule logs expires after 365d")
         named = a.rule in a.reason
-        cell.append(f"\n{a.reason}" if named else f"\n{a.rule}: {a.reason}", style="dim")
+        cell.append(
+            "\n" + shown(a.reason if named else f"{a.rule}: {a.reason}"),
+            style="dim",
+        )
         cell.append(f"\n{action_dollars(a)}")
         table.add_row(str(a.id), _action(a.action), format_bytes(a.bytes), cell)
     return table
@@ -302,4 +307,4 @@ def _print_packed(console: Console, pieces: list[Text]) -> None:
 
 
 def _action(action: str) -> Text:
-    return Text(str(action), style=_ACTION_STYLE.get(ActionType(action), ""))
+    return shown_text(str(action), style=_ACTION_STYLE.get(ActionType(action), ""))

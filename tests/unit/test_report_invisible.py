@@ -1,0 +1,105 @@
+"""Names are shown as typed, not as a terminal or a browser would redraw them, and the CSV
+cannot run as a spreadsheet formula.
+
+A folder named `prod\\x1b[21Dtmp` (an escape sequence moving the cursor back) printed raw
+read as `tmp` on a terminal, in a pipe too; a right-to-left override showed a key
+backwards in the HTML report; a zero-width space made two names read alike; an identity
+`mallory\\x1b[7Dalice` showed as `alice` in `govern show` and `govern audit`. And a rule
+named `=HYPERLINK(...)` ran as a formula in the CSV opened in a spreadsheet.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from governance.cli.main import cli
+from governance.errors import ArgumentError
+from governance.plan.types import Plan
+from governance.report import render
+from governance.report.table import print_table
+from governance.settings import resolve_identity
+from governance.wording import shown
+from tests.unit.plan_samples import sample_plan
+
+SNEAKY = "prod-final\x1b[21Dscratch\x1b[K"
+BACKWARDS = "\u05d0\u05d1-rtl-\u202eevil"
+ALIKE = "zw\u200bsp"
+
+
+def test_shown_writes_invisible_characters_as_escapes() -> None:
+    assert shown("runs/r1/checkpoint-1000/") == "runs/r1/checkpoint-1000/"
+    assert shown("é ü 日本 \u05d0") == "é ü 日本 \u05d0"  # letters of any script stay
+    assert shown(SNEAKY) == "prod-final\\x1b[21Dscratch\\x1b[K"
+    assert shown(BACKWARDS) == "\u05d0\u05d1-rtl-\\u202eevil"
+    assert shown(ALIKE) == "zw\\u200bsp"
+    assert shown("tag\U000e0041") == "tag\\U000e0041"  # (a Unicode tag: invisible)
+    assert shown("a\nb\u2028c") == "a\\x0ab\\u2028c"
+    assert shown("a\nb", newlines=True) == "a\nb"
+    assert shown("\x9b31m") == "\\x9b31m"  # a C1 control (CSI)
+
+
+def _odd(plan: Plan) -> Plan:
+    """The sample plan with its first action's run, rule and reason oddly named."""
+    first = plan.actions[0]
+    artifact = replace(first.artifact, run=SNEAKY, uri=first.artifact.uri + BACKWARDS + "/")
+    plan.actions[0] = replace(
+        first, artifact=artifact, rule="=HYPERLINK(\"http://evil.example/\",\"x\")",
+        reason=f"-{ALIKE} reason",
+    )  # fmt: skip
+    return plan
+
+
+def _table(plan: Plan) -> str:
+    console = Console(record=True, width=200, color_system=None, file=io.StringIO())
+    print_table(plan, console)
+    return console.export_text()
+
+
+def test_no_report_a_person_reads_holds_a_raw_invisible_character() -> None:
+    plan = _odd(sample_plan())
+    for name, text in (
+        ("table", _table(plan)),
+        ("md", render(plan, "md")),
+        ("html", render(plan, "html")),
+    ):
+        raw = [c for c in ("\x1b", "\u202e", "\u200b") if c in text]
+        assert raw == [], (name, raw)
+        # shown as escapes (Markdown escapes the backslash and `[` again)
+        assert "x1b" in text.partition("prod-final")[2][:8], name
+        assert "u202eevil" in text, name
+
+
+def test_json_keeps_names_as_they_are() -> None:
+    import json
+
+    doc = json.loads(render(_odd(sample_plan()), "json"))
+    assert doc["actions"][0]["artifact"]["run"] == SNEAKY
+
+
+def test_csv_fields_a_spreadsheet_would_run_as_formulas_are_made_text() -> None:
+    plan = _odd(sample_plan())
+    rows = list(csv.DictReader(io.StringIO(render(plan, "csv"))))
+    first = [r for r in rows if r["action_id"] == "1"]
+    assert first
+    for row in first:
+        assert row["rule"] == '\'=HYPERLINK("http://evil.example/","x")'
+        assert row["reason"] == f"'-{ALIKE} reason"  # (raw otherwise: CSV keeps names)
+    others = [r for r in rows if r["action_id"] != "1"]
+    assert all(r["rule"][:1] != "'" for r in others)  # plain names are left alone
+
+
+def test_an_identity_with_a_control_character_is_refused() -> None:
+    with pytest.raises(ArgumentError, match="cannot hold control characters"):
+        resolve_identity("mallory\x1b[7Dalice")
+    result = CliRunner().invoke(
+        cli, ["--as", "mallory\x1b[7Dalice", "--catalog", "sqlite:///:memory:", "plans"]
+    )
+    assert result.exit_code == 2
+    assert "cannot hold control characters" in result.stderr
+    assert resolve_identity("zoë") == "zoë"
