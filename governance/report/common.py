@@ -203,6 +203,8 @@ def action_dollars(a: PlannedAction) -> str:
     once = one_off(a.early_deletion_usd, a.request_cost_usd)
     if once:
         parts.append(f"{usd(once)} once")
+    elif a.early_deletion_usd or a.request_cost_usd:  # (a few requests: under a cent)
+        parts.append("< $0.01 once")
     return "; ".join(parts) or "$0.00"
 
 

@@ -130,7 +130,7 @@ def print_table(plan: Plan, console: Console) -> None:
         print_fitted(console, _action_table(plan, paths, console.width))
         if len(plan.actions) > ACTION_LIMIT:
             more = len(plan.actions) - ACTION_LIMIT
-            console.print(f"... and {more:,} more actions (use --format csv or html for all)")
+            console.print(f"... and {more:,} more actions (--format csv or json lists them all)")
     else:
         console.print("no actions: the policy keeps everything")
 

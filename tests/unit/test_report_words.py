@@ -112,6 +112,10 @@ def test_each_action_shows_the_dollars_it_puts_at_stake() -> None:
     second.early_deletion_usd = second.request_cost_usd = 0.0
     assert action_dollars(first) == "saves $4.20/mo; $0.30 once"
     assert action_dollars(second) == "costs $0.22/mo more"
+    # one-off charges under a cent (a few requests) are shown as such, not dropped
+    second.request_cost_usd = 0.004
+    assert action_dollars(second) == "costs $0.22/mo more; < $0.01 once"
+    second.request_cost_usd = 0.0
     md = render(plan, "md")
     assert "| saves $4.20/mo; $0.30 once |" in md
     assert "| costs $0.22/mo more |" in md
