@@ -62,3 +62,22 @@ def test_refused_plan_shows_a_banner() -> None:
     doc = render(sample_plan(refusal="deletes 60% of s3://ml-artifacts/, over 50%"), "html")
     assert 'class="refusal"' in doc
     assert "over 50%" in doc
+
+
+def test_the_action_list_comes_in_tables_of_500_rows_drawn_when_near() -> None:
+    """50,000 actions in one auto-laid table took a browser 40 s to show (every row laid
+    out before the first paint). They come in tables of 500 rows with fixed column
+    widths, each in a block the browser draws only near the screen."""
+    from dataclasses import replace
+
+    plan = sample_plan()
+    first = plan.actions[0]
+    plan.actions = [replace(first, id=i) for i in range(1, 1202)]
+    doc = render(plan, "html")
+    chunks = re.findall(r'<div class="chunk"><table class="acts">(.*?)</table></div>', doc, re.S)
+    assert [c.count('<tr id="action-') for c in chunks] == [500, 500, 201]
+    assert chunks[0].count("<th") == 7  # the header once, over the first
+    assert all("<th" not in c for c in chunks[1:])
+    assert all(len(re.findall(r"<col[ >]", c)) == 7 for c in chunks)  # the same widths
+    assert ".chunk { content-visibility: auto;" in doc
+    assert [int(i) for i in re.findall(r'<tr id="action-(\d+)"', doc)] == list(range(1, 1202))
