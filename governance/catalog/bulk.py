@@ -152,6 +152,18 @@ def newer_complete_scan(conn: Connection, root_id: int, scan_id: int) -> int | N
     return int(found) if found is not None else None
 
 
+NOT_REMOVED_SINCE = (
+    "(objects.gone_scan_id IS NULL OR objects.gone_scan_id NOT IN ("
+    "SELECT a.id FROM scans AS a WHERE a.root_id = :root AND a.source = 'apply' "
+    "AND a.started_at >= (SELECT s.started_at FROM scans AS s WHERE s.id = :scan)))"
+)
+"""A condition on an `objects` row (params `root`, `scan`): not removed by an apply
+(`removals.APPLY_SOURCE` records) since the scan's listing began. A listing that began
+before an apply removed an object saw it before it went: folded in, it brought every
+object the apply removed back to life, and the next plan acted on them again. Such an
+object stays gone until a scan that begins later lists it."""
+
+
 def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int, int]:
     """Fold the staged listing into `objects`; returns (new, changed, gone).
 
@@ -172,7 +184,9 @@ def merge_stage(conn: Connection, root_id: int, scan_id: int) -> tuple[int, int,
     )
     count = text("SELECT count(*) FROM objects WHERE root_id = :root")
     rows_before = conn.execute(count, params).scalar_one()
-    written = upsert_objects(conn, root_id, scan_id, "scan_stage", only_if=differs)
+    written = upsert_objects(
+        conn, root_id, scan_id, "scan_stage", only_if=f"({differs}) AND {NOT_REMOVED_SINCE}"
+    )
     new = conn.execute(count, params).scalar_one() - rows_before
     return new, written - new, mark_gone(conn, root_id, scan_id)
 

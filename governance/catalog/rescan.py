@@ -118,8 +118,19 @@ class RescanDiff:
             "SELECT coalesce(sum(existed = 0), 0), coalesce(sum(existed), 0), "
             "coalesce(sum(was_live = 0), 0) FROM scan_changes"
         ).one()
+        if changed:  # (what an apply removed since the listing began stays gone)
+            changed -= self.conn.execute(
+                text(
+                    "SELECT count(*) FROM scan_changes AS c JOIN objects ON "
+                    "objects.root_id = :root AND objects.key = c.key AND "
+                    f"objects.upload_id = c.upload_id WHERE NOT {bulk.NOT_REMOVED_SINCE}"
+                ),
+                params,
+            ).scalar_one()
         if new or changed:
-            bulk.upsert_objects(self.conn, self.root_id, scan_id, "scan_changes")
+            bulk.upsert_objects(
+                self.conn, self.root_id, scan_id, "scan_changes", only_if=bulk.NOT_REMOVED_SINCE
+            )
         matched_live = self.listed - unmatched
         gone = 0
         if matched_live != self._live_before:

@@ -381,3 +381,48 @@ def test_two_first_scans_of_one_new_root_at_once_one_is_superseded(
     assert len(_live(engine, b.root)) == b.objects
     assert scan_store(engine, open_store(str(root)), actor="t").status == "complete"
     engine.dispose()
+
+
+def test_objects_an_apply_removed_while_a_scan_listed_stay_gone(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """A scan whose listing began before an apply removed objects (a long S3 listing, an
+    apply meanwhile) saw them before they went: its merge brought every one back live,
+    and the next `plan --no-scan` planned them again. The apply's record is newer than
+    the listing: they stay gone. (The files are left on disk: the listing saw them.)"""
+    from datetime import UTC, datetime
+
+    from governance.catalog.removals import mark_removed_gone
+    from governance.scan.listing import start_listing
+    from governance.scan.runner import scan_listing
+
+    root = tmp_path / "data"
+    _tree(root)
+    engine = open_engine(catalog_url)
+    first = scan_store(engine, open_store(str(root)), actor="t")
+    listing = start_listing(open_store(str(root)))  # the scan's listing begins ...
+    removed = sorted(k for k in _live(engine, first.root) if k.startswith("runs/r1/"))
+    assert removed
+    with engine.begin() as conn:  # ... an apply removes objects and records it ...
+        sizes = {k: v[0] for k, v in _live(engine, first.root).items()}
+        marked = mark_removed_gone(
+            conn,
+            [(first.root, k, "", sizes[k]) for k in removed],
+            actor="apply",
+            now=datetime.now(UTC),
+        )
+    assert marked == len(removed)
+
+    late = scan_listing(engine, listing, actor="t")  # ... and the scan merges
+
+    assert late.status == "complete"
+    assert late.changed == 0
+    live = _live(engine, first.root)
+    assert not [k for k in removed if k in live]
+    assert len(live) == first.objects - len(removed)
+    # a scan that begins after the apply sees what is there, and says so
+    again = scan_store(engine, open_store(str(root)), actor="t")
+    assert again.changed == len(removed)
+    assert all(k in _live(engine, first.root) for k in removed)
+    engine.dispose()
