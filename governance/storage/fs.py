@@ -333,7 +333,7 @@ class FsspecStore:
                     key=key,
                     size=st.st_size,
                     etag=f"mtime:{st.st_mtime_ns}",
-                    last_modified=datetime.fromtimestamp(st.st_mtime, UTC),
+                    last_modified=_mtime(st),
                 )
             info = self._fs.info(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -461,7 +461,7 @@ class FsspecStore:
             key,
             True,
             etag=f"mtime:{written.st_mtime_ns}",
-            last_modified=datetime.fromtimestamp(written.st_mtime, UTC),
+            last_modified=_mtime(written),
         )
 
     def _blames(self, dest: Store, exc: Exception) -> bool:
@@ -558,6 +558,13 @@ class FsspecStore:
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:
         """Filesystems have no multipart uploads: always a failed, explained result."""
         return KeyResult(key, False, error=f"multipart uploads do not exist on {self._protocol}")
+
+
+def _mtime(st: os.stat_result) -> datetime:
+    """A file's modification time to the microsecond, truncated as the listing's is
+    (`local_walk`: nanoseconds // 1000). From the float `st_mtime` it was rounded, and
+    a restored file then read as changed to the next scan, about every other one."""
+    return _EPOCH + timedelta(microseconds=st.st_mtime_ns // 1000)
 
 
 def _open_filesystem(

@@ -485,3 +485,21 @@ def test_a_leading_slash_of_an_s3_prefix_is_part_of_it() -> None:
     assert normalize_url("s3://bkt//abs") == "s3://bkt//abs/"
     assert normalize_url("s3://bkt/abs//") == "s3://bkt/abs/"
     assert normalize_url("s3a://bkt") == "s3://bkt/"
+
+
+def test_a_files_time_reads_alike_from_its_listing_and_its_head(tmp_path: Path) -> None:
+    """The listing truncates nanoseconds to microseconds; `head` (and a local copy's
+    answer, as restore records it) rounded the float `st_mtime`: a restored file read as
+    changed to the next scan whenever its time rounded up."""
+    from datetime import timedelta
+
+    (tmp_path / "w.bin").write_bytes(b"w")
+    ns = 1_765_000_000_241_654_999  # .241654999 s: rounds up, truncates down
+    os.utime(tmp_path / "w.bin", ns=(ns, ns))
+    store = open_store(normalize_url(str(tmp_path)))
+    want = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
+    [listed] = [i for i in store.list() if i.key == "w.bin"]
+    assert listed.last_modified == want
+    assert store.head(["w.bin"])["w.bin"].last_modified == want
+    copied = store.copy("w.bin", store, "copy/w.bin")
+    assert copied.last_modified == want  # (a copy keeps the source's time)
