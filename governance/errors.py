@@ -40,6 +40,14 @@ class CatalogError(BadInputError):
     """The catalog cannot be opened or is corrupt."""
 
 
+class CatalogLostError(CatalogError):
+    """The catalog's server went away in the middle of a command (a restart, a
+    terminated session, the network): an operation that failed, not bad input. Running
+    the command again finishes what it began (apply and restore resume)."""
+
+    exit_code = EXIT_FAILED
+
+
 class UnknownPlanError(BadInputError):
     """No plan with that id."""
 

@@ -442,11 +442,20 @@ def _execute(
         status = _execution_status(scan, report)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-        error = f"{type(exc).__name__}: {exc}"
+        error = _error_line(exc)
         raise
     finally:
         _finish(engine, scan, report, execution_id, actor, status, error)
     return report
+
+
+def _error_line(exc: BaseException) -> str:
+    """What an execution's `error` keeps of what stopped it: its first line, at most 500
+    characters (a database error's text goes on with the SQL and ten rows of parameters,
+    which `govern show` printed as 75 lines)."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= 500 else text[:499] + "…"
 
 
 def _finish(

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError as SAArgumentError
 from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError, SAWarning
 
-from governance.errors import CatalogError
+from governance.errors import CatalogError, CatalogLostError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 CACHE_KIB = 32768  # SQLite page cache per connection, for scans' and plans' random access
@@ -694,7 +694,36 @@ def catalog_failure(exc: BaseException, url: str) -> CatalogError | None:
         orig = None if isinstance(exc, SQLAlchemyError) else exc
     if orig is None or not _catalog_state_error(orig):
         return None
+    if _connection_lost(orig):
+        return CatalogLostError(
+            f"catalog {safe_url(url)} failed: {_one_line(orig)} (the connection to the "
+            "catalog was lost; run the command again)"
+        )
     return CatalogError(f"catalog {safe_url(url)} failed: {_one_line(orig)}")
+
+
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+"""PostgreSQL: the server shut down or terminated the session (class 08, connection
+exceptions, counts too)."""
+
+
+def _connection_lost(orig: BaseException) -> bool:
+    """Whether a driver error says the catalog's server went away mid-command (not that
+    the catalog is bad): an admin shutdown or a terminated session, a connection
+    exception, or psycopg's own "the connection is lost"."""
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str) and (state in _LOST_SQLSTATES or state.startswith("08")):
+        return True
+    message = str(orig)
+    return any(
+        words in message
+        for words in (
+            "the connection is lost",
+            "server closed the connection unexpectedly",
+            "terminating connection due to administrator command",
+            "consuming input failed",
+        )
+    )
 
 
 _CATALOG_SQLSTATES = frozenset({"42P01", "42703", "42501", "3F000"})

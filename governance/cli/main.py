@@ -103,9 +103,18 @@ def cli(
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
+    if not verbose:
+        logging.getLogger("psycopg").addFilter(_after_the_error)
     app = AppContext(settings=settings, create_catalog=ctx.invoked_subcommand in CREATES_CATALOG)
     ctx.obj = app
     ctx.call_on_close(app.close)
+
+
+def _after_the_error(record: logging.LogRecord) -> bool:
+    """psycopg's "error ignored terminating <Pipeline>" (or `<Copy>`): a second line
+    after a lost connection's own error, which the command reports in one (shown with
+    `-v`)."""
+    return not str(record.msg).startswith("error ignored terminating")
 
 
 def _catalog_error(ctx: click.Context, exc: Exception) -> CatalogError | None:
