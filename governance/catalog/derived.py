@@ -43,12 +43,19 @@ class CachedMetaReader:
     """Cached contents up to this many bytes are read with the cache's index."""
 
     def __init__(
-        self, db: Engine | Connection, root_id: int, store: Store | None, max_bytes: int
+        self,
+        db: Engine | Connection,
+        root_id: int,
+        store: Store | None,
+        max_bytes: int,
+        *,
+        keep: bool = True,
     ) -> None:
         self.db = db
         self.root_id = root_id
         self.store = store
         self.max_bytes = max_bytes
+        self.keep = keep  # False: what is read from storage is not written to the cache
         self._memo: OrderedDict[tuple[str, str], bytes | None] = OrderedDict()
         self._reader: Connection | None = None  # one connection for every cache read
         # (key, etag) the cache holds -> its content, or _UNREAD for a large one
@@ -113,6 +120,8 @@ class CachedMetaReader:
             content = self.store.read_bytes(obj.key, self.max_bytes)
         except Exception:  # unreadable metadata degrades classification; it never stops it
             return None  # not cached: a passing failure must not stick to this ETag
+        if not self.keep:
+            return content
         with self._conn() as conn:
             conn.execute(delete(_M).where(_M.c.root_id == self.root_id, _M.c.key == obj.key))
             conn.execute(
@@ -354,18 +363,28 @@ def classified(engine: Engine, now: datetime, root_url: str | None = None) -> It
 
     On a catalog this user can write, the catalog itself, classified first where its
     stored runs predate the last scan (`ensure_classified`). On a SQLite catalog opened
-    read-only whose stored runs are stale (a scan since, by the nightly job), a scratch
-    catalog in memory holding the roots (one, or all) and a classification made now
-    from the catalog's objects and metadata cache (storage is not read: nothing learnt
-    could be kept), gone when the block ends: the reader sees what a writer would, and
-    the catalog is not touched.
+    read-only, or a PostgreSQL one this role may not write, whose stored runs are stale
+    (a scan since, by the nightly job), a scratch catalog in memory holding the roots
+    (one, or all) and a classification made now from the catalog's objects, its metadata
+    cache and, for what the cache lacks, the metadata files read from storage (kept in
+    memory only), gone when the block ends: the reader sees what a writer would, and the
+    catalog is not touched.
     """
+    from sqlalchemy.exc import DBAPIError
+
     from governance.catalog.engine import is_read_only
 
     if not is_read_only(engine):
-        ensure_classified(engine, now, root_url)
-        yield engine
-        return
+        try:
+            ensure_classified(engine, now, root_url)
+        except DBAPIError as exc:
+            # a PostgreSQL role that may read the catalog but not write its runs (an
+            # approver's, an analyst's): classified in memory, as on a read-only file
+            if getattr(exc.orig, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
+                raise
+        else:
+            yield engine
+            return
     if not _stale_roots(engine, root_url):
         yield engine
         return
@@ -374,6 +393,9 @@ def classified(engine: Engine, now: datetime, root_url: str | None = None) -> It
         yield scratch
     finally:
         scratch.dispose()
+
+
+_INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def _stale_roots(engine: Engine, root_url: str | None) -> list[Any]:
@@ -416,8 +438,15 @@ def _scratch_classification(engine: Engine, now: datetime, root_url: str | None)
             options_from_json(root.classify_options, now),
             seen_completed=seen_completed(engine, root.id),
         )
+        # what the cache lacks is read from storage (the root opened on first need, the
+        # way the scan reached it) and not kept: this user cannot write the cache
+        store = cast(
+            Store, _StoreOnDemand(root.url, (root.classify_options or {}).get("connection") or {})
+        )
         with engine.connect() as source, scratch.begin() as conn:
-            reader = CachedMetaReader(source, root.id, None, options.metadata_max_bytes)
+            reader = CachedMetaReader(
+                source, root.id, store, options.metadata_max_bytes, keep=False
+            )
             replace_model(
                 conn, classify_stream(engine, root.id, options, reader), root.url, root.id, scan.id
             )
