@@ -62,7 +62,10 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     tree = build_demo_tree(storage, datetime.now(UTC))
     policy_path = write_demo_policy(workdir, storage)
     policy = load_policy(policy_path)
-    app.settings = replace(app.settings, catalog_url=f"sqlite:///{workdir / 'catalog.db'}")
+    # Its own SQLite catalog in the folder, unless `--catalog` names one on purpose (the
+    # demo on PostgreSQL, say); never GOVERN_CATALOG_URL, which may name a real catalog.
+    if click.get_current_context().find_root().params.get("catalog") is None:
+        app.settings = replace(app.settings, catalog_url=f"sqlite:///{workdir / 'catalog.db'}")
     results = list(scan_roots(app, policy, ()))
     for result in results:
         if isinstance(result, GovernanceError):
@@ -84,6 +87,7 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
             }
         )
         return
+    from governance.catalog.engine import safe_url
     from governance.policy.units import format_bytes
     from governance.report.table import print_table
 
@@ -93,16 +97,16 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
         f"  wrote {tree.files:,} files, {format_bytes(tree.total_bytes)} "
         "(sparse: real sizes, little disk use)"
     )
+    catalog = safe_url(app.settings.catalog_url)
     console.print(
-        f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} "
-        f"into {workdir / 'catalog.db'}"
+        f"  scanned {summary.objects:,} objects, {format_bytes(summary.bytes)} into {catalog}"
     )
     console.print(f"  policy {policy_path}")
     console.print()
     print_table(made, console)
     console.print()
     console.print(f"HTML report: {html_path}")
-    govern = f"govern --catalog sqlite:///{workdir / 'catalog.db'}"
+    govern = f"govern --catalog {catalog}"
     console.print("Next steps (destructive actions wait for someone other than the planner):")
     example = made.actions[0].artifact.uri if made.actions else "URL"
     console.print(f"  {govern} explain {example} --policy {policy_path}", soft_wrap=True)

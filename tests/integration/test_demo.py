@@ -43,3 +43,30 @@ def test_the_demo_as_json(tmp_path: Path) -> None:
     assert Path(doc["html"]).is_file()
     again = CliRunner().invoke(cli, ["demo", "--dir", str(workdir), "--format", "json"])
     assert again.exit_code == 0, again.stderr  # its own folder is made afresh
+
+
+def test_the_demo_uses_a_catalog_named_with_catalog_but_never_the_environments(
+    tmp_path: Path,
+) -> None:
+    """`govern --catalog URL demo` wrote to the demo folder's own catalog all the same
+    (the demo on PostgreSQL was not possible); GOVERN_CATALOG_URL, which may name the
+    real catalog of the shell's user, is still never used by the demo."""
+    import sqlite3
+
+    chosen = tmp_path / "chosen.db"
+    result = CliRunner().invoke(
+        cli, ["--catalog", f"sqlite:///{chosen}", "demo", "--dir", str(tmp_path / "a")]
+    )
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "a" / "catalog.db").exists()
+    with sqlite3.connect(chosen) as db:
+        assert db.execute("SELECT count(*) FROM plans").fetchone() == (1,)
+    assert f"govern --catalog sqlite:///{chosen} audit --verify" in result.stdout
+
+    real = tmp_path / "real.db"
+    result = CliRunner(env={"GOVERN_CATALOG_URL": f"sqlite:///{real}"}).invoke(
+        cli, ["demo", "--dir", str(tmp_path / "b")]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "b" / "catalog.db").exists()
+    assert not real.exists()
