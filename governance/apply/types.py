@@ -265,6 +265,7 @@ class StoreOpener:
             key=lambda r: len(r.url),
             reverse=True,
         )
+        self._root_urls = frozenset(r.url for r in self._roots)
         self._concurrency = concurrency
         self._stores: dict[tuple[str, tuple[str | None, ...]], Store] = {}
         self._serving: dict[str, StoreSettings] = {}  # destination URL -> its root's settings
@@ -347,6 +348,10 @@ class StoreOpener:
                     region=settings.region,
                     concurrency=self._concurrency,
                 )
+                if url not in self._root_urls and hasattr(store, "follows_links"):
+                    # a quarantine or archive location: govern's own copies, whose
+                    # folders an admin may move elsewhere and link back
+                    store.follows_links = True
                 self._stores[key] = store
             return store
 

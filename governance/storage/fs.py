@@ -64,6 +64,10 @@ class FsspecStore:
     """
 
     supports_versioning: bool = False
+    follows_links: bool = False
+    """True for a location holding govern's own copies (a quarantine, an archive): a
+    folder of it an admin moved elsewhere and linked back is followed. A root's never is
+    (`_linked_folder`): the scan never listed what lies behind a link."""
 
     def __init__(
         self,
@@ -278,7 +282,7 @@ class FsspecStore:
         through one (a checkpoint folder moved to another disk and linked back after the
         plan) is not the file the plan saw: acting through it would reach files outside the
         root, or others inside it. `seen` remembers folders within one call."""
-        if not self._local:
+        if not self._local or self.follows_links:
             return None
         base = self._base
         end = path.find("/", len(base))
@@ -297,9 +301,9 @@ class FsspecStore:
             end = path.find("/", end + 1)
         return None
 
-    def _refuse_links(self, key: str, path: str) -> None:
+    def _refuse_links(self, key: str, path: str, seen: dict[str, bool] | None = None) -> None:
         """Raise when the way to `path` passes through a symbolic link (`_linked_folder`)."""
-        folder = self._linked_folder(path)
+        folder = self._linked_folder(path, seen)
         if folder is not None:
             raise StorageError(
                 self.url,
@@ -389,11 +393,12 @@ class FsspecStore:
         """
         results: list[KeyResult] = []
         emptied: set[str] = set()
+        seen: dict[str, bool] = {}  # (each folder looked at once in a call)
         for key in keys:
             try:
                 path = self._path(key)
                 if self._local:
-                    self._refuse_links(key, path)
+                    self._refuse_links(key, path, seen)
                     os.unlink(path)
                     emptied.add(os.path.dirname(path))
                 else:

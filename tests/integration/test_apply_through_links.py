@@ -114,3 +114,25 @@ def test_restore_does_not_write_through_a_link_made_at_the_old_path(tmp_path: Pa
     folder.unlink()
     setup.restore(doc["plan_id"])
     assert len(list(folder.iterdir())) > 2
+
+
+def test_a_quarantine_folder_moved_and_linked_back_is_restored_from(tmp_path: Path) -> None:
+    """The refusal is for roots: a quarantine holds govern's own copies, and an admin
+    who moves a plan's quarantine folder to another disk and links it back (to free
+    space) must still be able to restore from it (every object failed: "no such key")."""
+    setup, storage, _ = _setup(tmp_path)
+    before = snapshot(storage)
+    doc = setup.plan()
+    setup.apply(doc["plan_id"])
+    quarantine = storage.parent / ".govern-quarantine"
+    [held] = [p for p in quarantine.rglob(doc["plan_id"]) if p.is_dir()]
+    moved = tmp_path / "other-disk" / held.name
+    moved.parent.mkdir()
+    shutil.move(held, moved)
+    held.symlink_to(moved, target_is_directory=True)
+
+    report = json.loads(setup.restore(doc["plan_id"]).stdout)
+
+    assert report["failed"] == 0, report
+    assert report["restored"] > 0
+    assert snapshot(storage) == before
