@@ -445,7 +445,16 @@ def _execute(
         error = _error_line(exc)
         raise
     finally:
-        _finish(engine, scan, report, execution_id, actor, status, error)
+        try:
+            _finish(engine, scan, report, execution_id, actor, status, error)
+        except Exception:
+            if error is None:
+                raise
+            # (the catalog that failed mid-apply fails again here: what stopped the
+            # apply is the error to report, not this one, which would take its place)
+            logging.getLogger(__name__).debug(
+                "the end of the apply was not recorded", exc_info=True
+            )
     return report
 
 

@@ -722,6 +722,9 @@ def _connection_lost(orig: BaseException) -> bool:
             "server closed the connection unexpectedly",
             "terminating connection due to administrator command",
             "consuming input failed",
+            # after the catalog opened, a connection that cannot be made again is lost
+            "connection failed",
+            "Connection refused",
         )
     )
 

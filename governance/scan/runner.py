@@ -225,14 +225,17 @@ def _scan_rows(
         reason = (
             "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
         )
-        finish_scan(
-            engine,
-            scan_id,
-            status="failed",
-            error=reason,
-            objects_listed=listed,
-            bytes_listed=listed_bytes,
-        )
+        try:
+            finish_scan(
+                engine,
+                scan_id,
+                status="failed",
+                error=reason,
+                objects_listed=listed,
+                bytes_listed=listed_bytes,
+            )
+        except Exception:  # (a catalog that failed mid-scan: its error is the one to say)
+            logging.getLogger(__name__).debug("the scan's failure was not recorded", exc_info=True)
         raise
     _record_object_lock(engine, root_id, store)
     return ScanSummary(
