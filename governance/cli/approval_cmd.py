@@ -15,7 +15,7 @@ import click
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
 from governance.errors import EXIT_FAILED
-from governance.wording import counted
+from governance.wording import counted, shown
 
 if TYPE_CHECKING:
     from governance.approval import ApprovalState
@@ -169,7 +169,7 @@ def _print_events(found: list[AuditEvent]) -> None:
             cell = shown_text(line)
             details = _details(ev.payload)
             if details:
-                cell.append("\n" + details, style="dim")
+                cell.append("\n" + shown(details), style="dim")
             table.add_row(str(ev.id), cell)
         print_fitted(console, table)
         return

@@ -14,6 +14,7 @@ from governance.cli.output import emit_json_array, format_option, stdout_console
 from governance.errors import ArgumentError
 from governance.report.layout import print_fitted
 from governance.storage import normalize_url
+from governance.wording import shown as as_shown
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -111,7 +112,7 @@ def _objects_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table
         under = [f"class {cls}"] if cls else []
         under += [f"etag {etag}"] if etag else []
         if under:
-            cell.append("\n" + "; ".join(under), style="dim")
+            cell.append("\n" + as_shown("; ".join(under)), style="dim")
         table.add_row(cell, *numbers)
     return table, more
 
@@ -196,9 +197,9 @@ def _runs_table(rows: Iterable[dict[str, Any]], *, wide: bool) -> tuple[Table, b
             )
             continue
         cell = shown_text(row["run"])
-        cell.append(f"\n{row['status_reason']}", style="dim")
+        cell.append("\n" + as_shown(row["status_reason"]), style="dim")
         if attrs:
-            cell.append(f"\n{attrs}", style="dim")
+            cell.append("\n" + as_shown(attrs), style="dim")
         table.add_row(cell, row["status"], *numbers)
     return table, any_in_flight
 
@@ -276,7 +277,7 @@ def ls_artifacts(
         cell = shown_text(row["uri"])
         under = [f"run {row['run']}"] if row["run"] else []
         under += [f"complete: {complete}", comps]
-        cell.append("\n" + "; ".join(x for x in under if x), style="dim")
+        cell.append("\n" + as_shown("; ".join(x for x in under if x)), style="dim")
         table.add_row(cell, row["kind"], step, size)
     if not shown:
         kinds = f" of kind {kind}" if kind else ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -103,3 +104,30 @@ def test_an_identity_with_a_control_character_is_refused() -> None:
     assert result.exit_code == 2
     assert "cannot hold control characters" in result.stderr
     assert resolve_identity("zoë") == "zoë"
+
+
+def test_the_narrow_cli_tables_hold_no_raw_invisible_character(tmp_path: Path) -> None:
+    """At 80 columns `ls` and `audit` put a run's name, status reason and details on the
+    lines under each row: those carried an escape sequence to the terminal raw."""
+    from tests.fixtures.builders import hf_run, local_writer
+    from tests.unit.plan_samples import sample_plan as _sample
+
+    storage = tmp_path / "storage"
+    hf_run(local_writer(storage), "runs/prod\x1b[4Dtmp/", steps=(100,))
+    catalog = f"sqlite:///{tmp_path / 'c.db'}"
+    runner = CliRunner(env={"COLUMNS": "80"})
+    assert runner.invoke(cli, ["--catalog", catalog, "scan", "--root", str(storage)]).exit_code == 0
+    from governance.approval import approve
+    from governance.catalog.engine import open_engine
+    from governance.catalog.plans import save_plan
+
+    engine = open_engine(catalog)
+    plan = _sample()
+    save_plan(engine, plan)
+    approve(engine, plan.plan_id, actor="bob", comment="fine\x1b[2K\rEVIL", now=plan.created_at)
+    engine.dispose()
+    for args in (["ls", "runs"], ["ls", "artifacts"], ["audit"]):
+        result = runner.invoke(cli, ["--catalog", catalog, *args])
+        assert result.exit_code == 0, (args, result.output)
+        assert "\x1b" not in result.stdout, args
+        assert "\\x1b" in result.stdout, (args, result.stdout)
