@@ -157,6 +157,14 @@ def normalize_url(url: str) -> str:
         # `/abs/a` exist; dropping it named another root, which listed nothing)
         prefix = prefix.rstrip("/")
         return f"{scheme}://{bucket}/{prefix + '/' if prefix else ''}"
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    if at and ":" in userinfo:
+        # a root's URL is stored in the catalog and printed in every report and URI
+        raise ArgumentError(
+            f"storage URL {scheme}://{userinfo.partition(':')[0]}:***@...: has a password; "
+            "give it through the filesystem's own configuration (fsspec's config file or "
+            "environment), never in the root's URL"
+        )
     return f"{scheme}://{rest.rstrip('/')}/"
 
 

@@ -503,3 +503,12 @@ def test_a_files_time_reads_alike_from_its_listing_and_its_head(tmp_path: Path) 
     assert store.head(["w.bin"])["w.bin"].last_modified == want
     copied = store.copy("w.bin", store, "copy/w.bin")
     assert copied.last_modified == want  # (a copy keeps the source's time)
+
+
+def test_a_password_in_a_root_url_is_refused_and_never_echoed() -> None:
+    """A root's URL is stored in the catalog and printed in every report: with fsspec
+    taking the URL's user and password (ftp://u:secret@host/), the secret would be too."""
+    with pytest.raises(ArgumentError, match=r"ftp://u:\*\*\*@\.\.\.: has a password") as err:
+        normalize_url("ftp://u:secret@127.0.0.1:21/data")
+    assert "secret" not in str(err.value)
+    assert normalize_url("ftp://u@127.0.0.1:21/data") == "ftp://u@127.0.0.1:21/data/"
