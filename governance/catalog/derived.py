@@ -440,12 +440,10 @@ def _scratch_classification(engine: Engine, now: datetime, root_url: str | None)
         )
         # what the cache lacks is read from storage (the root opened on first need, the
         # way the scan reached it) and not kept: this user cannot write the cache
-        store = cast(
-            Store, _StoreOnDemand(root.url, (root.classify_options or {}).get("connection") or {})
-        )
+        reach = (root.classify_options or {}).get("connection") or {}
         with engine.connect() as source, scratch.begin() as conn:
-            reader = CachedMetaReader(
-                source, root.id, store, options.metadata_max_bytes, keep=False
+            reader = reader_without_cache_writes(
+                source, root.id, root.url, reach, options.metadata_max_bytes
             )
             replace_model(
                 conn, classify_stream(engine, root.id, options, reader), root.url, root.id, scan.id
@@ -578,6 +576,38 @@ def refresh_object_attributes(
             reads.first_error,
         )
     return wanted
+
+
+def recorded_attributes(
+    engine: Engine, root_id: int, root_url: str, *, tags: bool
+) -> RootAttributes:
+    """`refresh_object_attributes` for a catalog this user cannot write: nothing is read
+    or written, what matters is said from what the catalog holds (its Object Lock answer;
+    not known: as with Object Lock), and what the catalog lacks stays not read, so the
+    planner protects those objects' artifacts."""
+    from governance.catalog.tables import Root
+
+    if not root_url.startswith("s3://"):
+        return RootAttributes()
+    roots = Root.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        lock = conn.execute(
+            select(roots.c.object_lock).where(roots.c.id == root_id)
+        ).scalar_one_or_none()
+    return RootAttributes(tags=tags, lock=True if lock is None else bool(lock))
+
+
+def reader_without_cache_writes(
+    db: Engine | Connection,
+    root_id: int,
+    root_url: str,
+    connection: dict[str, str],
+    max_bytes: int,
+) -> CachedMetaReader:
+    """A metadata reader for a catalog this user cannot write: the cache as it is, and
+    what it lacks read from storage (the root opened on first need) and kept in memory."""
+    store = cast(Store, _StoreOnDemand(root_url, connection))
+    return CachedMetaReader(db, root_id, store, max_bytes, keep=False)
 
 
 def record_object_lock(engine: Engine, root_id: int, enabled: bool | None) -> None:

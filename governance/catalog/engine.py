@@ -541,9 +541,9 @@ def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _read_only_error(url: str) -> Callable[[Any], None]:
-    """A handler for errors on a read-only engine: a write attempt is said in words (only
-    `explain` writes, to store the metadata it reads after a scan; `ls` classifies in
-    memory there), and any error once the immutable file changed is that change."""
+    """A handler for errors on a read-only engine: a write attempt is said in words (no
+    command that only reads writes: `ls` and `explain` keep what they derive in memory
+    there; a bug would), and any error once the immutable file changed is that change."""
 
     def handle(context: Any) -> None:
         guard = _IMMUTABLE.get(context.engine) if context.engine is not None else None

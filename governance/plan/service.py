@@ -22,6 +22,8 @@ from governance.catalog.completions import seen_completed
 from governance.catalog.derived import (
     CachedMetaReader,
     classify_stream,
+    reader_without_cache_writes,
+    recorded_attributes,
     refresh_metadata,
     refresh_object_attributes,
 )
@@ -49,11 +51,15 @@ def root_snapshots(
     policy: Policy,
     as_of: datetime,
     stores: Mapping[str, Store] | None = None,
+    *,
+    read_only: bool = False,
 ) -> list[RootSnapshot]:
     """One snapshot per policy root, its groups streamed lazily from the last complete scan.
 
     A root never scanned completely is an ArgumentError: planning on nothing would keep
-    everything and say so silently.
+    everything and say so silently. `read_only`: the catalog cannot be written (`explain`
+    by a reader): metadata files the cache lacks are read and kept in memory, and tags
+    and lock states it lacks stay not read (their artifacts protected, and said so).
     """
     options = policy.classify_options(as_of)
     tags = uses_tags(policy)
@@ -70,15 +76,22 @@ def root_snapshots(
                 "(govern plan scans unless given --no-scan)"
             )
         store = (stores or {}).get(url)
-        # Read the metadata files the cache lacks, in parallel, first (a read, never a
-        # change; a root out of reach is planned from the cache and a warning says so).
         reach = spec.connection()
-        refresh_metadata(engine, root.id, url, reach, store=store)
-        # Then the tags and lock state protection needs and the catalog lacks (S3 roots:
-        # tags when the policy uses them, locks when the bucket has Object Lock); what
-        # stays unread marks its objects, whose artifacts the planner then protects.
-        needs = refresh_object_attributes(engine, root.id, url, reach, store, tags=tags)
-        reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
+        if read_only:  # (`explain` on a catalog this user may read but not write)
+            needs = recorded_attributes(engine, root.id, url, tags=tags)
+            reader = reader_without_cache_writes(
+                engine, root.id, url, reach, options.metadata_max_bytes
+            )
+        else:
+            # Read the metadata files the cache lacks, in parallel, first (a read, never a
+            # change; a root out of reach is planned from the cache and a warning says so).
+            refresh_metadata(engine, root.id, url, reach, store=store)
+            # Then the tags and lock state protection needs and the catalog lacks (S3
+            # roots: tags when the policy uses them, locks when the bucket has Object
+            # Lock); what stays unread marks its objects, whose artifacts the planner
+            # then protects.
+            needs = refresh_object_attributes(engine, root.id, url, reach, store, tags=tags)
+            reader = CachedMetaReader(engine, root.id, store, options.metadata_max_bytes)
         # runs earlier plans saw completed: an apply since may have removed the evidence
         root_options = replace(options, seen_completed=seen_completed(engine, root.id))
         # The quarantine inside a root is not its data: a catalog filled by `scan --root`
@@ -240,10 +253,19 @@ def _audit_new_plan(engine: Engine, plan: Plan) -> None:
 
 def explain_uri(engine: Engine, policy: Policy, as_of: datetime, uri: str) -> Explanation:
     """Why the artifact at `uri` is kept or acted on, from the same snapshots a plan uses."""
+    from sqlalchemy.exc import DBAPIError
+
+    from governance.catalog.engine import is_read_only
     from governance.plan.explain import explain
 
     full = artifact_url(uri)
-    roots = root_snapshots(engine, policy, as_of)
+    try:
+        roots = root_snapshots(engine, policy, as_of, read_only=is_read_only(engine))
+    except DBAPIError as exc:
+        # a PostgreSQL role that may read the catalog but not write its caches
+        if getattr(exc.orig, "sqlstate", None) != "42501":
+            raise
+        roots = root_snapshots(engine, policy, as_of, read_only=True)
     if not any(full.startswith(r.url) for r in roots):
         listed = ", ".join(r.url for r in roots)
         raise ArgumentError(f"{full} is under none of the policy's roots ({listed})")

@@ -463,17 +463,23 @@ def test_ls_runs_after_a_new_scan_shows_what_a_writer_would_without_storing_it(
     reader = READERS[0]
     catalog = folder / "catalog.db"
     assert _writer(catalog, "scan", "--policy", str(shared.policy)).exit_code == 0
-    runs, artifacts, objects = _locked_run(
+    explain = ["explain", shared.artifact, "--policy", str(shared.policy), "--format", "json"]
+    explain += list(_AS_OF)
+    runs, artifacts, objects, explained = _locked_run(
         reader,
         folder,
         [
             ["ls", "runs", "--format", "json"],
             ["ls", "artifacts", "--format", "json"],
             ["ls", "objects"],
+            explain,
         ],
     )
-    for outcome in (runs, artifacts, objects):
+    for outcome in (runs, artifacts, objects, explained):
         assert (outcome.crash, outcome.exit, outcome.stderr) == (None, 0, "")
+    want_explained = _writer(catalog, *explain)
+    assert want_explained.exit_code == 0
+    assert explained.stdout == want_explained.stdout
     assert json.loads(runs.stdout)  # there are runs to show
     want_runs = _writer(catalog, "ls", "runs", "--format", "json")
     want_artifacts = _writer(catalog, "ls", "artifacts", "--format", "json")

@@ -56,6 +56,8 @@ def test_a_reading_role_lists_runs_and_artifacts_after_a_new_scan(
         reader = _pg_schema_url(
             make_url(PG_URL).set(username=role).render_as_string(hide_password=False), schema
         )
+        explain = ["explain", f"{storage.as_uri()}/runs/a/checkpoint-100/", "--policy", str(policy)]
+        explained = _govern(reader, *explain, "--format", "json")
         got = {
             what: _govern(reader, "ls", what, "--format", "json") for what in ("runs", "artifacts")
         }
@@ -64,6 +66,8 @@ def test_a_reading_role_lists_runs_and_artifacts_after_a_new_scan(
         }
     finally:
         _with_schema(schema, f"DROP OWNED BY {role}; DROP ROLE {role}")
+    assert explained[0] == 0, explained[2]
+    assert explained[1] == _govern(owner, *explain, "--format", "json")[1]
     for what in ("runs", "artifacts"):
         assert got[what][0] == 0, got[what][2]
         assert want[what][0] == 0
