@@ -190,8 +190,10 @@ def _status(
     done, failed = _markers(key, objs, opts.completed_markers, opts.failed_markers)
     newest_done = max(done, key=lambda o: (o.last_modified, o.key), default=None)
     newest_failed = max(failed, key=lambda o: (o.last_modified, o.key), default=None)
+    # failed: a failed marker newer than any completed marker (one written at the same
+    # time does not outweigh it: a finished run is not deleted as a failed one on a tie)
     if newest_failed and (
-        newest_done is None or newest_failed.last_modified >= newest_done.last_modified
+        newest_done is None or newest_failed.last_modified > newest_done.last_modified
     ):
         return RunStatus.FAILED, f"failed marker {newest_failed.key}"
     if newest_done:

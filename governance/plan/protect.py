@@ -22,7 +22,7 @@ from itertools import chain, repeat
 from operator import attrgetter
 from os.path import commonprefix
 
-from governance.model.types import Artifact, CatalogObject, Run
+from governance.model.types import Artifact, CatalogObject, Run, RunStatus
 from governance.plan.selectors import human_age, tags_match
 from governance.policy.models import Protect
 from governance.policy.select import glob_match
@@ -355,7 +355,14 @@ _UNTIL = attrgetter("retain_until")
 
 
 def shielded_from_expiry(protect: Protect, run: Run | None) -> str | None:
-    """Why expire/transition rules skip this run's artifacts (`protect.run_status`), or None."""
-    if run is not None and run.status in protect.run_status:
+    """Why expire/transition rules skip this run's artifacts (`protect.run_status`), or
+    None. An artifact in no run has the status `unknown`, as selectors read it
+    (`selectors.run_matches`): `protect.run_status: [unknown]` shields it too (it was
+    expired while a rule selecting `unknown` matched it)."""
+    if run is None:
+        if RunStatus.UNKNOWN in protect.run_status:
+            return "in no run: its status is unknown (protect.run_status: only tiers thin it)"
+        return None
+    if run.status in protect.run_status:
         return f"run {run.name} is {run.status.value} (protect.run_status: only tiers thin it)"
     return None

@@ -153,6 +153,18 @@ def test_newer_completed_marker_beats_older_failed() -> None:
     assert runs(t)["r1/"].run.status is RunStatus.COMPLETED  # type: ignore[union-attr]
 
 
+def test_a_failed_marker_written_with_the_completed_one_does_not_fail_the_run() -> None:
+    """Failed needs a failed marker newer than any completed marker (docs/policy.md): one
+    of the same time made the run failed, and a rule for dead runs deleted it whole."""
+    t = b.MemoryTree()
+    b.deepspeed_run(t, "r1")
+    b.marker(t, "r1", "COMPLETED", mtime=b.T0 + timedelta(hours=5))
+    b.marker(t, "r1", "FAILED", mtime=b.T0 + timedelta(hours=5))
+    assert runs(t)["r1/"].run.status is RunStatus.COMPLETED  # type: ignore[union-attr]
+    b.marker(t, "r1", "FAILED", mtime=b.T0 + timedelta(hours=6))
+    assert runs(t)["r1/"].run.status is RunStatus.FAILED  # type: ignore[union-attr]
+
+
 def test_incomplete_within_and_outside_grace() -> None:
     t = b.MemoryTree()
     units = b.hf_run(t, "r/out", incomplete_last=True)

@@ -141,6 +141,30 @@ def test_protect_run_status_skips_expire_but_tiers_still_thin() -> None:
     assert any(a.rule == "checkpoints" for a in plan.actions)  # tiers still apply
 
 
+def test_protect_run_status_unknown_shields_what_is_in_no_run_as_selectors_read_it() -> None:
+    """An artifact in no run has the status `unknown` for a rule's `run_status` (a rule
+    selecting it matches), so `protect.run_status: [unknown]` shields it as well: it was
+    expired while the same status inside a run was kept."""
+    shielded = policy(
+        "protect: {min_age: 1h, run_status: [unknown]}\n"
+        "rules:\n  - {name: old-logs, select: {kind: log}, expire: {after: 1d}}\n"
+    )
+    inside = single(R + "a.log", Kind.LOG, MiB, age_days=10, run_key=R)
+    outside = single("misc/b.log", Kind.LOG, MiB, age_days=10)
+    groups = [group("a", [inside], RunStatus.UNKNOWN), group(None, [outside])]
+    plan = make_plan(groups, shielded)
+    assert plan.actions == []
+    kept = kept_for(plan, outside.key)
+    assert kept is not None
+    assert kept.how is KeptHow.PROTECTED
+    assert "in no run: its status is unknown" in kept.reason
+    selecting = policy(
+        "protect: {min_age: 1h}\nrules:\n  - {name: unknown-logs, "
+        "select: {kind: log, run_status: [unknown]}, expire: {after: 1d}}\n"
+    )
+    assert kinds(make_plan(groups, selecting), outside.key) == ["delete"]
+
+
 def test_incomplete_checkpoint_is_in_flight() -> None:
     pol = policy(KEEP_LAST_1.replace("min_age: 1d", "min_age: 1h"))
     flying = checkpoint(R, 900, age_days=0.5, complete=False)
