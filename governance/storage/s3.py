@@ -517,7 +517,8 @@ class S3Store:
     ) -> KeyResult:
         """CopyObject or the managed copy, on one endpoint (see `copy`). MetadataDirective
         COPY keeps the user and system metadata, TaggingDirective COPY the tags (the
-        managed copy's multipart path copies both itself)."""
+        managed copy's multipart path copies the metadata itself; the tags are read
+        before it and put back after)."""
         extra = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
         if storage_class:
             extra["StorageClass"] = storage_class
@@ -537,6 +538,11 @@ class S3Store:
                 etag=str(made.get("ETag", "")).strip('"') or None,
                 last_modified=utc(when) if when is not None else None,
             )
+        # The managed copy's multipart path reads the source's tags once the copy is done:
+        # onto its own key (a transition of an object over 5 GiB) it read the copy's, found
+        # none and put none back. The tags are read first and put back here instead.
+        tags = self._client.get_object_tagging(**source).get("TagSet") or []
+        del extra["TaggingDirective"]
         dest._client.copy(
             source,
             dest.bucket,
@@ -545,6 +551,10 @@ class S3Store:
             SourceClient=self._client,
             Config=dest._transfer,
         )
+        if tags:
+            dest._client.put_object_tagging(
+                Bucket=dest.bucket, Key=dest.prefix + dest_key, Tagging={"TagSet": tags}
+            )
         # the managed copy returns nothing: what it wrote is asked (one HEAD; the copy is
         # done either way, so a failed HEAD only leaves it unrecorded)
         try:

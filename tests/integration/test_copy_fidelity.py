@@ -439,3 +439,23 @@ rules:
     assert (purged.purged, purged.failed) == (len(keys), 0), purged.errors
     assert not s3_client.list_objects_v2(Bucket=other).get("Contents")
     assert local_only == []
+
+
+def test_a_managed_copy_onto_itself_keeps_its_tags(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """A transition of an object over 5 GiB (the managed multipart copy onto its own
+    key) lost every tag: s3transfer reads the source's tags once the copy has replaced
+    it, finds none and puts none back. The tags are read before and put back after."""
+    size = 5 * 1024**2 + 1
+    s3_client.put_object(
+        Bucket=s3_bucket, Key="big.bin", Body=b"b" * size, Tagging="cost-center=42&legal=keep"
+    )
+    store = S3Store(f"s3://{s3_bucket}/", endpoint_url=moto_server, multipart_threshold=5 * 1024**2)
+    sent = _calls(store)
+    result = store.copy("big.bin", store, "big.bin", storage_class="STANDARD_IA")
+    assert result.ok, result.error
+    assert "UploadPartCopy" in sent
+    after = state(s3_client, s3_bucket, "big.bin")
+    assert after["StorageClass"] == "STANDARD_IA"
+    assert after["Tags"] == {"cost-center": "42", "legal": "keep"}
