@@ -25,7 +25,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -141,6 +141,12 @@ def _words(status: PlanStatus) -> str:
     return str(status).replace("_", " ")
 
 
+def _skew(approved_at: datetime | None) -> timedelta:
+    """How far ahead of this clock an approval's time may be and still count: clock skew
+    between the approver's machine and this one (a notice period gets none)."""
+    return WHAT_IF_MARGIN if approved_at is not None else timedelta(0)
+
+
 def when(moment: datetime | None) -> str:
     """`2026-12-03 02:15Z`: minutes are enough for people."""
     return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%MZ")
@@ -231,7 +237,9 @@ def derive(facts: PlanFacts, decisions: Sequence[Decision], now: datetime) -> Ap
     elif expires_at is not None and now >= expires_at:
         status = PlanStatus.EXPIRED
         reasons.insert(0, f"its approval expired at {when(expires_at)}")
-    elif completed is not None and now >= completed:
+    elif completed is not None and now + _skew(approved_at) >= completed:
+        # (an approval stamped by an approver's clock up to WHAT_IF_MARGIN ahead of this
+        # one counts now: it read "approved (1 of 1); needs 0 more approvers", refused)
         status = stored if stored is PlanStatus.PARTIALLY_APPLIED else PlanStatus.APPROVED
         applicable = True
     else:

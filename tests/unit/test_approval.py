@@ -445,3 +445,16 @@ def test_a_name_that_reads_as_the_planners_is_the_planner(engine: Engine, twin: 
     state = approve(engine, PID, actor="bo\u200bb", comment="", now=_t(plan, 2))
     assert state.approvers == ("bob",)
     assert state.status is PlanStatus.PENDING_APPROVAL
+
+
+def test_an_approval_a_little_ahead_of_this_clock_counts(engine: Engine) -> None:
+    """The approver's machine runs 25 s ahead of the one that applies: the approval's
+    time is in this clock's future, and the plan read "approved by bob (1 of 1); needs 0
+    more approvers" and was refused. Clock skew up to the what-if margin is allowed, as
+    for a plan's as_of; an approval stamped further ahead still is not taken."""
+    plan = _save(engine)
+    approve(engine, PID, actor="bob", comment=None, now=_t(plan, 1))
+    behind = _t(plan, 1) - timedelta(seconds=25)
+    assert check_applicable(engine, PID, now=behind, destructive=True).applicable
+    with pytest.raises(ApprovalError):
+        check_applicable(engine, PID, now=_t(plan, 1) - timedelta(hours=1), destructive=True)
