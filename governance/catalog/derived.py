@@ -327,34 +327,33 @@ def ensure_classified(
     artifacts from the catalog with the layout the scan recorded. A root that cannot be
     reached now is classified from the cache alone. Returns how many roots were classified.
     """
-    from governance.catalog.completions import seen_completed
-    from governance.catalog.roots import last_complete_scan, list_roots
     from governance.catalog.tables import Root
 
     done = 0
-    for root in list_roots(engine):
-        if root_url is not None and root.url != root_url:
-            continue
-        assert root.id is not None
-        scan = last_complete_scan(engine, root.id)
-        if scan is None or scan.id is None or root.classified_scan_id == scan.id:
-            continue
+    for root, scan_id in _stale_roots(engine, root_url):
         if read_storage:
             refresh_metadata(
                 engine, root.id, root.url, (root.classify_options or {}).get("connection")
             )
-        options = replace(
-            options_from_json(root.classify_options, now),
-            seen_completed=seen_completed(engine, root.id),  # (as a plan reads them)
-        )
-        classify_root(engine, None, root.id, root.url, scan.id, options)
+        classify_root(engine, None, root.id, root.url, scan_id, _root_options(engine, root, now))
         roots = Root.__table__  # type: ignore[attr-defined]
         with engine.begin() as conn:
             conn.execute(
-                update(roots).where(roots.c.id == root.id).values(classified_scan_id=scan.id)
+                update(roots).where(roots.c.id == root.id).values(classified_scan_id=scan_id)
             )
         done += 1
     return done
+
+
+def _root_options(engine: Engine, root: Any, now: datetime) -> ClassifyOptions:
+    """The layout the root's scan recorded, with the runs earlier plans saw completed (as
+    a plan reads them), to classify it at `now`."""
+    from governance.catalog.completions import seen_completed
+
+    return replace(
+        options_from_json(root.classify_options, now),
+        seen_completed=seen_completed(engine, root.id),
+    )
 
 
 @contextmanager
@@ -372,7 +371,7 @@ def classified(engine: Engine, now: datetime, root_url: str | None = None) -> It
     """
     from sqlalchemy.exc import DBAPIError
 
-    from governance.catalog.engine import is_read_only
+    from governance.catalog.engine import is_read_only, may_not_write
 
     if not is_read_only(engine):
         try:
@@ -380,7 +379,7 @@ def classified(engine: Engine, now: datetime, root_url: str | None = None) -> It
         except DBAPIError as exc:
             # a PostgreSQL role that may read the catalog but not write its runs (an
             # approver's, an analyst's): classified in memory, as on a read-only file
-            if getattr(exc.orig, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
+            if not may_not_write(exc):
                 raise
         else:
             yield engine
@@ -395,20 +394,19 @@ def classified(engine: Engine, now: datetime, root_url: str | None = None) -> It
         scratch.dispose()
 
 
-_INSUFFICIENT_PRIVILEGE = "42501"
-
-
-def _stale_roots(engine: Engine, root_url: str | None) -> list[Any]:
-    """The roots (one, or all) whose stored runs and artifacts predate their last scan."""
+def _stale_roots(engine: Engine, root_url: str | None) -> list[tuple[Any, int]]:
+    """The roots (one, or all) whose stored runs and artifacts predate their last scan,
+    each with that scan's id."""
     from governance.catalog.roots import last_complete_scan, list_roots
 
     stale = []
     for root in list_roots(engine):
         if root_url is not None and root.url != root_url:
             continue
-        scan = last_complete_scan(engine, root.id) if root.id is not None else None
+        assert root.id is not None
+        scan = last_complete_scan(engine, root.id)
         if scan is not None and scan.id is not None and root.classified_scan_id != scan.id:
-            stale.append(root)
+            stale.append((root, scan.id))
     return stale
 
 
@@ -418,7 +416,6 @@ def _scratch_classification(engine: Engine, now: datetime, root_url: str | None)
     from sqlalchemy import create_engine, insert
     from sqlalchemy.pool import StaticPool
 
-    from governance.catalog.completions import seen_completed
     from governance.catalog.roots import last_complete_scan, list_roots
     from governance.catalog.tables import Root
 
@@ -434,10 +431,7 @@ def _scratch_classification(engine: Engine, now: datetime, root_url: str | None)
         scan = last_complete_scan(engine, root.id)
         if scan is None or scan.id is None:
             continue
-        options = replace(
-            options_from_json(root.classify_options, now),
-            seen_completed=seen_completed(engine, root.id),
-        )
+        options = _root_options(engine, root, now)
         # what the cache lacks is read from storage (the root opened on first need, the
         # way the scan reached it) and not kept: this user cannot write the cache
         reach = (root.classify_options or {}).get("connection") or {}
@@ -514,18 +508,13 @@ def refresh_object_attributes(
     """
     import logging
 
-    from governance.catalog.tables import Root
     from governance.errors import GovernanceError
     from governance.scan.attributes import refresh_attributes
 
     if not root_url.startswith("s3://"):
         return RootAttributes()
     logger = logging.getLogger(__name__)
-    roots = Root.__table__  # type: ignore[attr-defined]
-    with engine.connect() as conn:
-        recorded = conn.execute(
-            select(roots.c.object_lock).where(roots.c.id == root_id)
-        ).scalar_one_or_none()
+    recorded = _recorded_lock(engine, root_id)
     lock: bool | None = recorded
     if store is not None:
         try:
@@ -585,16 +574,23 @@ def recorded_attributes(
     or written, what matters is said from what the catalog holds (its Object Lock answer;
     not known: as with Object Lock), and what the catalog lacks stays not read, so the
     planner protects those objects' artifacts."""
-    from governance.catalog.tables import Root
-
     if not root_url.startswith("s3://"):
         return RootAttributes()
+    lock = _recorded_lock(engine, root_id)
+    return RootAttributes(tags=tags, lock=True if lock is None else lock)
+
+
+def _recorded_lock(engine: Engine, root_id: int) -> bool | None:
+    """Whether the root's bucket has Object Lock, as the catalog recorded (None: never
+    asked, or the question denied)."""
+    from governance.catalog.tables import Root
+
     roots = Root.__table__  # type: ignore[attr-defined]
     with engine.connect() as conn:
-        lock = conn.execute(
+        found = conn.execute(
             select(roots.c.object_lock).where(roots.c.id == root_id)
         ).scalar_one_or_none()
-    return RootAttributes(tags=tags, lock=True if lock is None else bool(lock))
+    return None if found is None else bool(found)
 
 
 def reader_without_cache_writes(

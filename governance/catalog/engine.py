@@ -506,6 +506,13 @@ def is_read_only(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite" and engine.url.query.get("mode") == "ro"
 
 
+def may_not_write(exc: BaseException) -> bool:
+    """Whether a database error is PostgreSQL's "insufficient privilege": a role that may
+    read the catalog but not write it (an approver's, an analyst's)."""
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE
+
+
 def _read_only_engine(url: str, path: Path, *, immutable: bool) -> Engine:
     """An engine on the same file through SQLite's URI form, with `mode=ro` (and
     `immutable=1`); what else a URI-form URL asked for (`vfs`, `cache`) is kept."""
@@ -729,7 +736,8 @@ def _connection_lost(orig: BaseException) -> bool:
     )
 
 
-_CATALOG_SQLSTATES = frozenset({"42P01", "42703", "42501", "3F000"})
+_INSUFFICIENT_PRIVILEGE = "42501"
+_CATALOG_SQLSTATES = frozenset({"42P01", "42703", _INSUFFICIENT_PRIVILEGE, "3F000"})
 """PostgreSQL: undefined table, undefined column, insufficient privilege, invalid schema."""
 
 

@@ -255,15 +255,14 @@ def explain_uri(engine: Engine, policy: Policy, as_of: datetime, uri: str) -> Ex
     """Why the artifact at `uri` is kept or acted on, from the same snapshots a plan uses."""
     from sqlalchemy.exc import DBAPIError
 
-    from governance.catalog.engine import is_read_only
+    from governance.catalog.engine import is_read_only, may_not_write
     from governance.plan.explain import explain
 
     full = artifact_url(uri)
     try:
         roots = root_snapshots(engine, policy, as_of, read_only=is_read_only(engine))
     except DBAPIError as exc:
-        # a PostgreSQL role that may read the catalog but not write its caches
-        if getattr(exc.orig, "sqlstate", None) != "42501":
+        if not may_not_write(exc):  # (a role that may read the catalog, not write it)
             raise
         roots = root_snapshots(engine, policy, as_of, read_only=True)
     if not any(full.startswith(r.url) for r in roots):
