@@ -198,7 +198,7 @@ def copy_in_place(
     concurrency: int,
 ) -> dict[tuple[int, str], KeyResult]:
     """Change storage classes by copying each (action id, root, key, checked size) onto
-    itself (the size spares a lookup per object: see `Store.copy`)."""
+    itself (an object of another size now is not copied: see `Store.copy`)."""
 
     def copy(item: tuple[int, str, str, int]) -> KeyResult:
         action_id, root, key, size = item
@@ -229,7 +229,7 @@ def copy_to(
                 False,
                 error=f"{dest.uri(dest_key)} holds another object already: not overwritten",
             )
-        # a copy of the object as it is, in its class (its size spares the copy a lookup)
+        # a copy of the object as it is, in its class (and of no other size)
         wanted = class_for(source, dest, before.storage_class)
         result = source.copy(key, dest, dest_key, storage_class=wanted, size=before.size)
         if not result.ok:

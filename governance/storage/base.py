@@ -47,6 +47,18 @@ class ObjectState:
     lock_until: datetime | None = None
     legal_hold: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
+    encryption: Encryption | None = None  # S3: how it is encrypted at rest; None: not said
+
+
+@dataclass(frozen=True, slots=True)
+class Encryption:
+    """How S3 encrypts one object at rest, as its HEAD says. A server-side copy that does
+    not name it is encrypted as the destination bucket's default instead: an object under
+    a KMS key of its own would lose that key (and whoever may use it, its access rule)."""
+
+    algorithm: str  # AES256 | aws:kms | aws:kms:dsse
+    kms_key_id: str | None = None  # the key's ARN, for the aws:kms ones
+    bucket_key: bool = False  # an S3 Bucket Key serves the KMS requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +145,10 @@ class Store(Protocol):
         *,
         moving: bool = False,
     ) -> KeyResult:
-        """Server-side copy when both sides allow it, keeping metadata and tags. `size`,
-        when the caller knows it (a plan's checked precondition), spares a lookup.
+        """Server-side copy when both sides allow it, keeping metadata, tags and (S3) the
+        object's encryption. `size`, when the caller knows it (a plan's checked
+        precondition): an object store refuses to copy an object of another size now (it
+        changed since the check); a filesystem does not need it.
         `moving`: the caller removes the source right after (a quarantine, a restore), so
         the copy need not be a file of its own (a local store may hard-link it); any
         other copy (an archive) must be."""

@@ -32,6 +32,7 @@ from governance.errors import (
 )
 from governance.storage import WritableStore
 from governance.storage.base import (
+    Encryption,
     KeyResult,
     ListingRow,
     ObjectInfo,
@@ -52,6 +53,7 @@ from governance.storage.s3_listing import (
     nearest_entries,
     utc,
 )
+from governance.wording import counted
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import CopySourceTypeDef
@@ -74,6 +76,27 @@ _KEPT_HEADERS = (
 with MetadataDirective COPY would keep it); encryption, ACLs and locks are the
 destination's own."""
 _NO_TAGS_CODES = frozenset({"AccessDenied", "403", "NotImplemented", "501"})
+
+
+def _encryption(head: Mapping[str, Any]) -> Encryption | None:
+    """An object's encryption at rest from its HEAD (None: the store says none)."""
+    algorithm = head.get("ServerSideEncryption")
+    if not algorithm:
+        return None
+    return Encryption(algorithm, head.get("SSEKMSKeyId"), bool(head.get("BucketKeyEnabled")))
+
+
+def _encryption_args(encryption: Encryption | None) -> dict[str, Any]:
+    """What a copy names to be encrypted as `encryption` says (nothing: as the bucket's
+    default, which is what a store that says none does)."""
+    if encryption is None:
+        return {}
+    args: dict[str, Any] = {"ServerSideEncryption": encryption.algorithm}
+    if encryption.kms_key_id:
+        args["SSEKMSKeyId"] = encryption.kms_key_id
+    if encryption.bucket_key:
+        args["BucketKeyEnabled"] = True
+    return args
 
 
 def parse_timestamp(value: Any) -> datetime:
@@ -110,6 +133,8 @@ class S3Store:
     """
 
     supports_storage_classes: bool = True
+    copy_object_max_bytes: int = COPY_OBJECT_MAX_BYTES
+    """Larger objects are copied by the managed multipart copy (tests lower it)."""
 
     def __init__(
         self,
@@ -351,6 +376,7 @@ class S3Store:
             lock_until=utc(until) if until else None,
             legal_hold=r.get("ObjectLockLegalHoldStatus") == "ON",
             metadata=dict(r.get("Metadata") or {}),
+            encryption=_encryption(r),
         )
 
     # -- tags and object lock (read before planning) ---------------------------------------
@@ -474,27 +500,38 @@ class S3Store:
     ) -> KeyResult:
         """Copy one object, keeping its metadata (user metadata and Content-Type,
         Content-Encoding, Cache-Control, Content-Disposition, Content-Language, Expires),
-        its tags and, unless `storage_class` names another, its storage class.
+        its tags, its encryption and, unless `storage_class` names another, its storage
+        class.
 
-        On one endpoint the copy is server-side: one CopyObject when `size` is known to
-        be within its 5 GiB limit, else boto3's managed copy (which first asks the
-        object's size, then copies in parts above the multipart threshold). Without
-        `storage_class`, a HEAD first learns the object's class (S3 would make the copy
-        STANDARD) and its size. Across endpoints, or to a store of another kind, the
-        bytes are streamed through this process, with the same metadata, tags (S3
-        destinations) and class; a filesystem keeps only the bytes.
+        On one endpoint the copy is server-side, of the object one HEAD just saw: its
+        encryption named (S3 encrypts a copy that does not name it as the destination
+        bucket's default: an object under a KMS key of its own would lose it, a
+        transition in place included), its class kept when none is asked for (S3 would
+        make the copy STANDARD), and the copy made only if its ETag still is the one
+        seen (CopySourceIfMatch); an object whose size is not `size` any more is not
+        copied (it changed since the caller checked it). One CopyObject within the 5 GiB
+        limit, else boto3's managed copy (in parts above the multipart threshold).
+        Across endpoints, or to a store of another kind, the bytes are streamed through
+        this process, with the same metadata, tags (S3 destinations) and class (a KMS key
+        means nothing at another endpoint: the destination's default encrypts it); a
+        filesystem keeps only the bytes.
         """
         source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": self.prefix + key}
         try:
             if isinstance(dest, S3Store) and dest.endpoint_url == self.endpoint_url:
-                if storage_class is None:
-                    state = self._head_one(key)
-                    if state is None:
-                        return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
-                    size = state.size if size is None else size
-                    if state.storage_class != "STANDARD":  # the default: not asked for
-                        storage_class = state.storage_class
-                return self._copy_server_side(source, key, dest, dest_key, storage_class, size)
+                state = self._head_one(key)
+                if state is None:
+                    return KeyResult(key, False, error=f"{self.uri(key)}: no such key")
+                if size is not None and state.size != size:
+                    return KeyResult(
+                        key,
+                        False,
+                        error=f"{self.uri(key)} changed since it was checked: "
+                        f"{counted(state.size, 'byte')} now, not {size:,}",
+                    )
+                if storage_class is None and state.storage_class != "STANDARD":
+                    storage_class = state.storage_class  # (STANDARD, the default: not named)
+                return self._copy_server_side(source, key, dest, dest_key, storage_class, state)
             if isinstance(dest, WritableStore):
                 self._copy_streamed(key, dest, dest_key, storage_class)
             else:
@@ -513,21 +550,24 @@ class S3Store:
         dest: S3Store,
         dest_key: str,
         storage_class: str | None,
-        size: int | None,
+        seen: ObjectState,
     ) -> KeyResult:
-        """CopyObject or the managed copy, on one endpoint (see `copy`). MetadataDirective
-        COPY keeps the user and system metadata, TaggingDirective COPY the tags (the
-        managed copy's multipart path copies the metadata itself; the tags are read
-        before it and put back after)."""
-        extra = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
+        """CopyObject or the managed copy, on one endpoint, of the object as `seen` (see
+        `copy`). MetadataDirective COPY keeps the user and system metadata,
+        TaggingDirective COPY the tags (the managed copy's multipart path copies the
+        metadata itself; the tags are read before it and put back after)."""
+        extra: dict[str, Any] = {"MetadataDirective": "COPY", "TaggingDirective": "COPY"}
         if storage_class:
             extra["StorageClass"] = storage_class
-        if size is not None and size <= COPY_OBJECT_MAX_BYTES:
+        if seen.etag:
+            extra["CopySourceIfMatch"] = f'"{seen.etag}"'
+        extra.update(_encryption_args(seen.encryption))
+        if seen.size <= self.copy_object_max_bytes:
             answer = dest._client.copy_object(
                 CopySource=source,
                 Bucket=dest.bucket,
                 Key=dest.prefix + dest_key,
-                **extra,  # type: ignore[arg-type]
+                **extra,
             )
             made = answer.get("CopyObjectResult") or {}
             when = made.get("LastModified")
@@ -543,6 +583,7 @@ class S3Store:
         # none and put none back. The tags are read first and put back here instead.
         tags = self._client.get_object_tagging(**source).get("TagSet") or []
         del extra["TaggingDirective"]
+        extra.pop("BucketKeyEnabled", None)  # (not among the managed copy's arguments)
         dest._client.copy(
             source,
             dest.bucket,
