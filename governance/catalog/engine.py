@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event, inspect, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError as SAArgumentError
 from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError, SAWarning
 
@@ -83,6 +83,12 @@ def make_engine(url: str) -> Engine:
         if url.startswith(plain):
             url = "postgresql+psycopg://" + url.removeprefix(plain)
     try:
+        backend = make_url(url).get_backend_name()
+        if backend not in ("sqlite", "postgresql"):
+            raise CatalogError(
+                f"catalog URL {safe_url(url)}: {backend} is not a catalog database govern "
+                f"supports; a catalog URL is {SUPPORTED_URLS}"
+            )
         if url.startswith("sqlite"):
             db_path = sqlite_path(url)
             if db_path is not None:
@@ -142,10 +148,16 @@ def sqlite_path(url: str) -> Path | None:
     `sqlite:///file:PATH?...&uri=true`), or None for an in-memory or non-SQLite URL."""
     from urllib.parse import unquote, urlsplit
 
-    from sqlalchemy.engine import make_url
-
     parsed = make_url(url)
     database = parsed.database
+    if parsed.get_backend_name() == "sqlite" and parsed.host:
+        # `sqlite://tmp/x.db`: a SQLite URL has no host part; SQLAlchemy drops it and
+        # opens the rest (`x.db`) relative to the working folder
+        raise CatalogError(
+            f"catalog URL {safe_url(url)} names a host ({parsed.host!r}), but a SQLite URL "
+            f"has no host: a file is sqlite:///relative/path or sqlite:////absolute/path "
+            f"(sqlite:////{parsed.host}/{database or ''} for /{parsed.host}/{database or ''})"
+        )
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
     if parsed.query.get("uri") == "true":
@@ -398,7 +410,6 @@ def _schema_lock(engine: Engine, url: str) -> Iterator[None]:
     if path is None or fcntl is None:
         yield
         return
-    from sqlalchemy.engine import make_url
 
     # A URI opened `mode=ro` must not be created by its lock either (SQLite would not).
     creating = 0 if make_url(url).query.get("mode") == "ro" else os.O_CREAT
@@ -783,7 +794,6 @@ _BACKGROUND = re.compile(r"\s*\(Background on this (?:error|warning) at: [^)]*\)
 
 def safe_url(url: str) -> str:
     """The URL with any password hidden: every catalog URL a user sees goes through this."""
-    from sqlalchemy.engine import make_url
 
     netloc = url.partition("://")[2].partition("/")[0]
     if netloc.count("@") > 1:  # an unescaped `@` in the password: parsers split it wrongly

@@ -298,3 +298,28 @@ def test_a_sqlite_url_naming_no_file_is_refused(tmp_path: Path, url: str) -> Non
     (tmp_path / "storage").mkdir()
     result = _run(url, "scan", "--root", str(tmp_path / "storage"))
     _bad_input(result, "names no file", "give sqlite:///PATH")
+
+
+@pytest.mark.parametrize("args", [("plans",), ("scan", "--root", "ROOT")])
+def test_a_sqlite_url_with_two_slashes_names_its_host_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    """`sqlite://tmp/x/cat.db` (two slashes): SQLAlchemy drops the host and opened
+    `x/cat.db` under the current folder, a read said so with the `tmp` gone and a scan
+    created that folder before failing. Both now name the host, the same way, and
+    nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "root").mkdir()
+    argv = [str(tmp_path / "root") if a == "ROOT" else a for a in args]
+    result = _run("sqlite://tmp/x/cat.db", *argv)
+    _bad_input(result, "names a host ('tmp')", "sqlite:////tmp/x/cat.db for /tmp/x/cat.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+
+
+@pytest.mark.parametrize("url", ["mysql://u@db/govern", "oracle+oracledb://u@db/govern"])
+def test_a_database_govern_does_not_support_is_named_as_such(url: str) -> None:
+    """Not "needs the driver 'MySQLdb', which is not installed": installing it would
+    not help."""
+    result = _run(url, "plans")
+    _bad_input(result, "is not a catalog database govern supports", "postgresql+psycopg://")
+    assert "driver" not in result.stderr
