@@ -195,23 +195,24 @@ def _exit_code(report: ExecutionReport) -> int:
 
 def _stale_line(report: ExecutionReport) -> str:
     n = report.stale_count
+    their, them = ("its", "it") if n == 1 else ("their", "them")
     if report.dry_run:
         return (
-            f"{counted(n, 'action')} would be skipped as stale: their objects changed since plan "
-            f"{report.plan_id} was made; a real apply would exit 3; plan again (govern plan)"
+            f"{counted(n, 'action')} would be skipped as stale: {their} objects changed since "
+            f"plan {report.plan_id} was made; a real apply would exit 3; plan again (govern plan)"
         )
     return (
-        f"{_stale_count(n, report.processed)} skipped as stale: their objects changed since plan "
-        f"{report.plan_id} was made; {_applied_besides(report)} (plan {report.plan_status}); "
-        "plan again (govern plan) to act on them"
+        f"{_stale_count(n, report.processed)} skipped as stale: {their} objects changed since "
+        f"plan {report.plan_id} was made; {_applied_besides(report)} (plan status: "
+        f"{report.plan_status}); plan again (govern plan) to act on {them}"
     )
 
 
 def _stale_count(stale: int, processed: int) -> str:
     """`2 actions`, or `all 5 actions` / `the only action` when nothing else was run."""
     if stale < processed:
-        return counted(stale, "action")
-    return "the only action" if stale == 1 else f"all {counted(stale, 'action')}"
+        return f"{counted(stale, 'action')} {'was' if stale == 1 else 'were'}"
+    return "the only action was" if stale == 1 else f"all {counted(stale, 'action')} were"
 
 
 def _applied_besides(report: ExecutionReport) -> str:

@@ -19,6 +19,6 @@ def test_an_apply_whose_every_action_is_stale_says_nothing_was_applied(tmp_path:
             os.utime(path, ns=(1, 2))
     applied = setup.apply(doc["plan_id"], code=3)
     [line] = [ln for ln in applied.stderr.splitlines() if "stale" in ln]
-    assert line.startswith(f"all {n} actions skipped as stale: ")
-    assert "; nothing was applied (plan " in line
+    assert line.startswith(f"all {n} actions were skipped as stale: their objects ")
+    assert "; nothing was applied (plan status: " in line
     assert "the rest" not in line

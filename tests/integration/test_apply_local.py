@@ -141,9 +141,9 @@ def test_stale_artifacts_are_skipped_whole_and_the_rest_applied(
     applied = setup.apply(doc["plan_id"], code=3)
     stale_lines = [ln for ln in applied.stderr.splitlines() if "stale" in ln]
     assert stale_lines == [
-        f"3 actions skipped as stale: their objects changed since plan {doc['plan_id']} "
-        "was made; the rest was applied (plan partially_applied); plan again (govern plan) "
-        "to act on them"
+        f"3 actions were skipped as stale: their objects changed since plan {doc['plan_id']} "
+        "was made; the rest was applied (plan status: partially_applied); plan again "
+        "(govern plan) to act on them"
     ]
     assert "failed" not in applied.stderr
     report = json.loads(applied.stdout)
@@ -437,7 +437,7 @@ def test_failures_and_stale_together_exit_1_and_say_both(tree: tuple[Setup, Path
     assert report["counts"]["failed"] > 0
     assert report["counts"]["skipped"] == 1
     assert f"failed; plan {doc['plan_id']} is partially_applied" in result.stderr
-    assert "1 action skipped as stale" in result.stderr
+    assert "1 action was skipped as stale" in result.stderr
 
 
 def test_a_quarantine_inside_the_root_is_never_planned(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_a_file_added_to_a_deleted_folder_since_the_plan_makes_the_delete_stale(
          "generation_config.json", "tokenizer.json", "tokenizer_config.json",
          "special_tokens_map.json", "training_args.bin"]
     )  # fmt: skip
-    assert "1 action skipped as stale" in applied.stderr
+    assert "1 action was skipped as stale" in applied.stderr
     assert setup.status(doc["plan_id"]) == "partially_applied"
 
 

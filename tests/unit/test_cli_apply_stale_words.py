@@ -25,31 +25,39 @@ STALE = "stale: size changed since the plan was made"
 def test_when_every_action_is_stale_it_says_nothing_was_applied() -> None:
     report = _report(*(_outcome(i, Outcome.SKIPPED, STALE) for i in range(3)), status="approved")
     assert _stale_line(report) == (
-        f"all 3 actions skipped as stale: their objects changed since plan {PID} was made; "
-        "nothing was applied (plan approved); plan again (govern plan) to act on them"
+        f"all 3 actions were skipped as stale: their objects changed since plan {PID} was "
+        "made; nothing was applied (plan status: approved); plan again (govern plan) to act "
+        "on them"
     )
     one = _report(_outcome(1, Outcome.SKIPPED, STALE), status="approved")
-    assert _stale_line(one).startswith("the only action skipped as stale: ")
-    assert "; nothing was applied (plan approved); " in _stale_line(one)
+    assert _stale_line(one) == (
+        f"the only action was skipped as stale: its objects changed since plan {PID} was "
+        "made; nothing was applied (plan status: approved); plan again (govern plan) to act "
+        "on it"
+    )
 
 
 def test_an_earlier_run_having_done_the_rest_is_not_this_runs_doing() -> None:
     report = _report(_outcome(4, Outcome.SKIPPED, STALE))
     report.done_before = [1, 2, 3]
-    assert "; nothing was applied in this run (plan partially_applied); " in _stale_line(report)
+    assert "; nothing was applied in this run (plan status: partially_applied); " in _stale_line(
+        report
+    )
 
 
 def test_the_rest_was_applied_only_when_it_was() -> None:
     report = _report(_outcome(1, Outcome.SKIPPED, STALE), _outcome(2, Outcome.OK))
-    assert _stale_line(report).startswith("1 action skipped as stale: ")
-    assert "; the rest was applied (plan partially_applied); " in _stale_line(report)
+    assert _stale_line(report).startswith("1 action was skipped as stale: its objects ")
+    assert "; the rest was applied (plan status: partially_applied); " in _stale_line(report)
     mixed = _report(
         _outcome(1, Outcome.SKIPPED, STALE),
         _outcome(2, Outcome.OK),
         _outcome(3, Outcome.FAILED, "permission denied"),
         _outcome(4, Outcome.FAILED, "permission denied"),
     )
-    assert "; 1 of the other 3 actions applied (plan partially_applied); " in _stale_line(mixed)
+    assert "; 1 of the other 3 actions applied (plan status: partially_applied); " in _stale_line(
+        mixed
+    )
     nothing = _report(_outcome(1, Outcome.SKIPPED, STALE), _outcome(2, Outcome.FAILED, "denied"))
-    assert _stale_line(nothing).startswith("1 action skipped as stale: ")
-    assert "; nothing was applied (plan partially_applied); " in _stale_line(nothing)
+    assert _stale_line(nothing).startswith("1 action was skipped as stale: ")
+    assert "; nothing was applied (plan status: partially_applied); " in _stale_line(nothing)
