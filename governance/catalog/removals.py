@@ -24,9 +24,11 @@ from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from governance.catalog.bulk import execute_rows
+from governance.catalog.execution_tables import RemovedObjectRow
 from governance.catalog.tables import Root, Scan
 
 _S = Scan.__table__  # type: ignore[attr-defined]
+_RO = RemovedObjectRow.__table__  # type: ignore[attr-defined]
 _R = Root.__table__  # type: ignore[attr-defined]
 
 APPLY_SOURCE = "apply"
@@ -118,3 +120,52 @@ def derive_again(conn: Connection, root_urls: Iterable[str]) -> None:
     the next read (`ensure_classified`): objects of theirs went or came back."""
     urls = sorted(set(root_urls))
     conn.execute(update(_R).where(_R.c.url.in_(urls)).values(classified_scan_id=None))
+
+
+def recently_restored(
+    conn: Connection, root_url: str, since: datetime, until: datetime
+) -> list[tuple[str, datetime, str]]:
+    """(key, when, plan id) of each object of the root that `govern restore` brought back
+    after `since` and before `until`, newest restore first: what the planner protects for
+    `protect.restored_for` (`protect.RestoredKeys`). Restored rows are few: the purge
+    index's `state` narrows the read to them."""
+    rows = _RO.c
+    query = (
+        select(rows.key, rows.restored_at, rows.plan_id)
+        .where(
+            rows.state == "restored",
+            rows.root_url == root_url,
+            rows.restored_at > since,
+            rows.restored_at < until,
+        )
+        .order_by(rows.restored_at.desc(), rows.key)
+    )
+    return [(key, when, plan) for key, when, plan in conn.execute(query)]
+
+
+def last_removal(conn: Connection, root_url: str, key: str) -> dict[str, Any] | None:
+    """The newest record of an apply removing the artifact or object at `key` of the root
+    (a folder artifact's key ends in '/'), or None: what `govern explain` says of an
+    artifact the catalog no longer holds."""
+    rows = _RO.c
+    uri = root_url + key
+    query = (
+        select(
+            rows.plan_id,
+            rows.action_id,
+            rows.mode,
+            rows.state,
+            rows.removed_at,
+            rows.purge_after,
+            rows.purged_at,
+        )
+        .where(
+            rows.root_url == root_url,
+            or_(rows.key == key, rows.artifact_uri.in_([uri, uri.rstrip("/") + "/"])),
+            rows.state != "restored",
+        )
+        .order_by(rows.id.desc())
+        .limit(1)
+    )
+    row = conn.execute(query).mappings().first()
+    return dict(row) if row is not None else None

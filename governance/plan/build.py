@@ -71,6 +71,9 @@ class RootSnapshot:
     # The root's symbolic links that point inside it, as its scan met them: (link key,
     # target key, a folder's ending in '/'); what they point at is protected.
     links: tuple[tuple[str, str], ...] = ()
+    # What `govern restore` brought back at this root lately: (key, when, plan id), each
+    # protected for `protect.restored_for` from its restore.
+    restored: tuple[tuple[str, datetime, str], ...] = ()
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -322,7 +325,9 @@ def _build(
         removed = deleted.setdefault(root.url, 0)
         completed = completed_runs.setdefault(root.url, [])
         live = 0
-        decider = Decider(policy, as_of, root.url, root.supports_storage_classes, root.links)
+        decider = Decider(
+            policy, as_of, root.url, root.supports_storage_classes, root.links, root.restored
+        )
         for group in root.groups:
             live += _tally_classes(group, class_bytes)
             run = group.run

@@ -831,7 +831,9 @@ class Decider:
     group is worked out here once (each rule's kinds and whether it needs a per-artifact
     look, the protected paths that can match under the root, prices per storage class).
     `links` are the root's symbolic links that point inside it, (link key, target key):
-    what they point at is protected (`protect.LinkTargets`).
+    what they point at is protected (`protect.LinkTargets`); `restored`, what `govern
+    restore` brought back at the root (key, when, plan id): protected for
+    `protect.restored_for` (`protect.RestoredKeys`).
     """
 
     def __init__(
@@ -841,13 +843,14 @@ class Decider:
         root_url: str,
         classes: bool,
         links: Sequence[tuple[str, str]] = (),
+        restored: Sequence[tuple[str, datetime, str]] = (),
     ) -> None:
         self.policy = policy
         self.as_of = as_of
         self.root_url = root_url
         self.classes = classes
         self.rates = Rates(policy)
-        self.protector = protector_for(policy.protect, root_url, as_of, links)
+        self.protector = protector_for(policy.protect, root_url, as_of, links, restored)
         self._rules: list[_RuleView] = [
             (
                 i,
@@ -1030,9 +1033,10 @@ def decide_group(
     *,
     trace: bool = False,
     links: Sequence[tuple[str, str]] = (),
+    restored: Sequence[tuple[str, datetime, str]] = (),
 ) -> GroupResult:
     """Decide every artifact of one group; memory is bounded by the group."""
-    return Decider(policy, as_of, root_url, classes, links).decide(group, trace=trace)
+    return Decider(policy, as_of, root_url, classes, links, restored).decide(group, trace=trace)
 
 
 def _owner_traced(

@@ -76,6 +76,7 @@ def explain(
                 as_of,
                 trace=True,
                 links=root.links,
+                restored=root.restored,
             )
             d = next(x for x in result.decisions if x.artifact is target)
             assert isinstance(d, TracedDecision)

@@ -10,7 +10,9 @@ expire and transition rules; tiers still thin them (see `shielded_from_expiry`).
 
 Symbolic links protect what they point at (`LinkTargets`): a scan lists no link, but a
 plan that deleted `checkpoint-500` would leave `runs/x/best -> checkpoint-500` dangling.
-A root's links come in with its snapshot; a root without any pays nothing for them.
+What `govern restore` brought back protects its artifact for `protect.restored_for`
+(`RestoredKeys`). A root's links and restores come in with its snapshot; a root without
+any pays nothing for them.
 """
 
 from __future__ import annotations
@@ -313,37 +315,101 @@ class LinkTargets:
         return None
 
 
-class LinkProtector(Protector):
-    """A `Protector` for a root with symbolic links that point inside it: what the
-    policy protects first, then what a link points at (`LinkTargets`)."""
+class RestoredKeys:
+    """What `govern restore` brought back lately at one root, as protection asks it.
 
-    __slots__ = ("_links",)
+    A restore is a person's decision that the data is needed; the next plan made the same
+    decision as the plan it undid and planned the same delete again, the next night.
+    Each object restored within `protect.restored_for` of `as_of` protects its artifact
+    (`restored`: (key, when, plan id) of each, newest first; keys relative to the root).
+    """
+
+    __slots__ = ("_at", "_for")
+
+    def __init__(self, restored: Iterable[tuple[str, datetime, str]], keep_for: timedelta):
+        self._at: dict[str, tuple[datetime, str]] = {}
+        for key, when, plan in restored:
+            self._at.setdefault(key, (when, plan))  # the newest restore of each key
+        self._for = keep_for
+
+    def __bool__(self) -> bool:
+        return bool(self._at)
+
+    def touches(self, keys: Sequence[str]) -> bool:
+        """Whether some of these keys (artifacts' and their objects') was restored."""
+        at = self._at
+        return any(k in at for k in keys)
+
+    def reason(self, art: Artifact) -> str | None:
+        """Why a restore keeps `art`: "restored from plan P on DATE (...)", or None."""
+        hits = [self._at[o.key] for o in art.objects if o.key in self._at]
+        if not hits:
+            return None
+        when, plan = max(hits)
+        which = "" if len(hits) == len(art.objects) else f"{len(hits)} of its objects "
+        return (
+            f"{which}restored from plan {plan} on {when:%Y-%m-%d %H:%M} UTC: kept until "
+            f"{when + self._for:%Y-%m-%d} (protect.restored_for "
+            f"{format_duration(self._for)}; protect it for good with a tag or a path)"
+        )
+
+
+Held = LinkTargets | RestoredKeys
+"""What protects artifacts besides the policy's own protections: links, restores."""
+
+
+class HeldProtector(Protector):
+    """A `Protector` for a root where more than the policy protects: what the policy
+    protects first, then what a symbolic link points at (`LinkTargets`), then what a
+    restore brought back lately (`RestoredKeys`)."""
+
+    __slots__ = ("_held",)
 
     def __init__(
-        self, protect: Protect, root_url: str, as_of: datetime, links: LinkTargets
+        self, protect: Protect, root_url: str, as_of: datetime, held: Sequence[Held]
     ) -> None:
         super().__init__(protect, root_url, as_of)
-        self._links = links
+        self._held = tuple(held)
 
     def __call__(self, art: Artifact, uri: str, age: timedelta) -> str | None:
         found = super().__call__(art, uri, age)
-        return found if found is not None else self._links.reason(art)
+        for held in self._held:
+            if found is not None:
+                break
+            found = held.reason(art)
+        return found
 
     def by_age_alone(self, artifacts: Sequence[Artifact]) -> bool:
         if not super().by_age_alone(artifacts):
             return False
         keys = [*map(_KEY, artifacts), *map(_KEY, chain.from_iterable(map(_OBJECTS, artifacts)))]
-        return not self._links.touches(keys)
+        return not any(held.touches(keys) for held in self._held)
 
 
 def protector_for(
-    protect: Protect, root_url: str, as_of: datetime, links: Sequence[tuple[str, str]] = ()
+    protect: Protect,
+    root_url: str,
+    as_of: datetime,
+    links: Sequence[tuple[str, str]] = (),
+    restored: Sequence[tuple[str, datetime, str]] = (),
 ) -> Protector:
-    """The root's Protector: a `LinkProtector` when it has links (pairs of link key and
-    target key) pointing inside it, else the plain one (no cost per artifact for links)."""
-    if not links:
+    """The root's Protector: a `HeldProtector` when it has links (pairs of link key and
+    target key) pointing inside it, or objects restored within `protect.restored_for`
+    before `as_of` (key, when, plan id), else the plain one (no cost per artifact)."""
+    held: list[Held] = []
+    if links:
+        held.append(LinkTargets(links))
+    since = as_of - protect.restored_for
+    recent = RestoredKeys(
+        # (a plan's as_of is to the second: a restore within that second is before it)
+        ((k, w, p) for k, w, p in restored if since < w and w.replace(microsecond=0) <= as_of),
+        protect.restored_for,
+    )
+    if recent:
+        held.append(recent)
+    if not held:
         return Protector(protect, root_url, as_of)
-    return LinkProtector(protect, root_url, as_of, LinkTargets(links))
+    return HeldProtector(protect, root_url, as_of, held)
 
 
 _KEY = attrgetter("key")

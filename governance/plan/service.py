@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -30,6 +30,7 @@ from governance.catalog.derived import (
 from governance.catalog.links import root_links
 from governance.catalog.plans import new_plan_id, save_plan
 from governance.catalog.queries import quarantines
+from governance.catalog.removals import last_removal, recently_restored
 from governance.catalog.roots import find_root, last_complete_scan
 from governance.errors import ArgumentError, GovernanceError
 from governance.model.types import Group
@@ -120,9 +121,24 @@ def root_snapshots(
                 versioning=_versioning(store),
                 # what the root's links point at is protected (as of the same scan)
                 links=tuple(root_links(engine, root.id)),
+                restored=_restored(engine, url, policy, as_of),
             )
         )
     return snapshots
+
+
+def _restored(
+    engine: Engine, url: str, policy: Policy, as_of: datetime
+) -> tuple[tuple[str, datetime, str], ...]:
+    """What `govern restore` brought back at the root within `protect.restored_for` of
+    `as_of` (the planner protects it)."""
+    keep_for = policy.protect.restored_for
+    if not keep_for:
+        return ()
+    with engine.connect() as conn:
+        # (as_of is to the second: a restore within that second came before it)
+        until = as_of.replace(microsecond=0) + timedelta(seconds=1)
+        return tuple(recently_restored(conn, url, as_of - keep_for, until))
 
 
 def _versioning(store: Store | None) -> bool | None:
@@ -268,7 +284,41 @@ def explain_uri(engine: Engine, policy: Policy, as_of: datetime, uri: str) -> Ex
     if not any(full.startswith(r.url) for r in roots):
         listed = ", ".join(r.url for r in roots)
         raise ArgumentError(f"{full} is under none of the policy's roots ({listed})")
-    return explain(roots, policy, as_of, full)
+    try:
+        return explain(roots, policy, as_of, full)
+    except ArgumentError as exc:
+        root = max((r.url for r in roots if full.startswith(r.url)), key=len)
+        with engine.connect() as conn:
+            removal = last_removal(conn, root, full[len(root) :])
+        if removal is None:
+            raise
+        raise ArgumentError(f"{exc}: {removed_by(full, removal)}") from None
+
+
+def removed_by(uri: str, removal: dict[str, Any]) -> str:
+    """What became of an artifact an apply removed, and the way back if there is one:
+    "Why is my checkpoint gone?" is what `explain` is asked most after an apply."""
+    plan, action, mode = removal["plan_id"], removal["action_id"], removal["mode"]
+    when = removal["removed_at"]
+    done = f"plan {plan} (action {action}) removed it" + (
+        f" on {when:%Y-%m-%d %H:%M} UTC" if when is not None else ""
+    )
+    if removal["state"] == "purged":
+        purged = removal["purged_at"]
+        on = f" on {purged:%Y-%m-%d}" if purged is not None else ""
+        return f"{done}; its quarantine copy was purged{on}: there is no way back"
+    if mode == "permanent":
+        return f"{done}, deleted for good (apply.delete_mode permanent): there is no way back"
+    if removal["state"] == "pending":
+        return f"{done} in an apply that did not finish; `govern apply {plan}` finishes it"
+    how = (
+        f"into quarantine until {removal['purge_after']:%Y-%m-%d}"
+        if mode == "quarantine" and removal["purge_after"] is not None
+        else "behind a delete marker"
+        if mode == "versioned"
+        else "into quarantine"
+    )
+    return f"{done}, {how}: `govern restore {plan} --uri {uri}` brings it back"
 
 
 def artifact_url(uri: str) -> str:

@@ -122,6 +122,8 @@ class Protect(PolicyModel):
     tags: dict[str, TagValue] = Field(default_factory=dict)
     paths: tuple[UrlGlob, ...] = ()
     run_status: Annotated[tuple[RunStatus, ...], BeforeValidator(as_tuple)] = ()
+    # what `govern restore` brought back is protected this long from its restore (0: not)
+    restored_for: Duration = timedelta(days=30)
 
 
 class Expire(PolicyModel):

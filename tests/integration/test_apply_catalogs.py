@@ -10,7 +10,13 @@ from pathlib import Path
 
 from tests.catalogs import catalog_url  # noqa: F401  (the fixture)
 from tests.integration.test_apply_local import build
-from tests.integration.test_apply_support import Setup, actions_by, govern, snapshot
+from tests.integration.test_apply_support import (
+    Setup,
+    actions_by,
+    govern,
+    snapshot,
+    without_restore_hold,
+)
 
 
 def test_apply_restore_and_an_older_plan_on_each_catalog(
@@ -18,6 +24,7 @@ def test_apply_restore_and_an_older_plan_on_each_catalog(
     tmp_path: Path,
 ) -> None:
     local, storage = build(tmp_path)
+    without_restore_hold(local.policy)  # (the plan after the restore decides anew)
     setup = Setup(catalog_url, local.policy)
     before = snapshot(storage)
     base = storage.as_uri() + "/"
@@ -65,6 +72,7 @@ def test_what_an_apply_removed_is_gone_from_the_catalog_before_the_next_scan(
     at apply) and `ls` listed what was gone; a plan made before the apply still finds its
     objects held at its scan; a restore brings them back in the catalog too."""
     local, storage = build(tmp_path)
+    without_restore_hold(local.policy)  # (the plan after the restore decides anew)
     setup = Setup(catalog_url, local.policy)
     base = storage.as_uri() + "/"
     first = setup.plan()

@@ -25,6 +25,7 @@ from tests.integration.test_apply_support import (
     govern,
     policy_text,
     snapshot,
+    without_restore_hold,
 )
 
 RUN = "runs/a/"
@@ -99,6 +100,8 @@ def test_quarantine_apply_then_restore_is_byte_identical(tree: tuple[Setup, Path
     assert restored["restored"] == 23
     assert restored["failed"] == 0
     assert snapshot(storage) == before  # bytes and modification times
+    assert actions_by(setup.plan(), base) == {}  # what was restored is kept (restored_for)
+    without_restore_hold(setup.policy)
     assert actions_by(setup.plan(), base) == actions_by(doc, base)  # as if never applied
     assert not quarantine.exists() or not any(quarantine.rglob("*.pt"))
     # nothing is restored twice

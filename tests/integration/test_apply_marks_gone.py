@@ -9,7 +9,13 @@ from typing import Any
 
 from tests.fixtures.builders import hf_run, local_writer, marker
 from tests.integration.test_apply_s3 import RUN, make_setup, upload_tree
-from tests.integration.test_apply_support import NO_APPROVAL, Setup, actions_by, policy_text
+from tests.integration.test_apply_support import (
+    NO_APPROVAL,
+    Setup,
+    actions_by,
+    policy_text,
+    without_restore_hold,
+)
 
 
 def test_s3_an_apply_leaves_nothing_for_the_next_plan_without_a_scan(
@@ -86,6 +92,12 @@ def test_s3_a_versioned_restore_brings_the_objects_back_in_the_catalog_too(
     restored = json.loads(setup.restore(first["plan_id"]).stdout)
 
     assert restored["failed"] == 0
+    # what the restore brought back is protected (protect.restored_for) ...
+    held = setup.plan("--no-scan")
+    assert [a for a in held["actions"] if a["action"] != "transition"] == []
+    assert any(k["reason"].startswith("protected: restored from plan ") for k in held["kept"])
+    # ... and as the policy decides anew, planned as the first plan did
+    without_restore_hold(setup.policy)
     expected = actions_by(first, base)
     assert {k: v for k, v in expected.items() if v != ["transition"]} == {
         k: v for k, v in actions_by(setup.plan("--no-scan"), base).items() if v != ["transition"]

@@ -22,7 +22,13 @@ from moto.s3.models import FakeKey, s3_backends
 
 from governance.apply import StoreOpener, StoreSettings, apply_plan
 from tests.fixtures.builders import hf_run, marker, residue
-from tests.integration.test_apply_support import NO_APPROVAL, Setup, actions_by, policy_text
+from tests.integration.test_apply_support import (
+    NO_APPROVAL,
+    Setup,
+    actions_by,
+    policy_text,
+    without_restore_hold,
+)
 
 RUN = "runs/a/"
 LOG = f"{RUN}logs/train.log"
@@ -114,6 +120,7 @@ def test_restored_objects_keep_their_age_and_an_older_plan_does_not_remove_them_
     finished run's final no longer its newest). The catalog records the content's time,
     so the next plan is the first one again. And a plan made before the restore, whose
     preconditions the restored copies match, must not remove them again."""
+    without_restore_hold(tree.policy)  # (the plan after the restore decides anew)
     first = tree.plan()
     older = tree.plan()  # made before the restore: same content, never applied
     assert older["fingerprint"] == first["fingerprint"]

@@ -131,3 +131,12 @@ def actions_by(doc: dict[str, Any], base: str) -> dict[str, list[str]]:
     for a in doc["actions"]:
         out.setdefault(a["artifact"]["uri"][len(base) :], []).append(a["action"])
     return out
+
+
+def without_restore_hold(policy: Path) -> None:
+    """Turn `protect.restored_for` off in a policy of `policy_text`'s shape: for tests of
+    what the catalog and the next plan see after a restore, as if the policy decided
+    anew (by default a restore protects what it brought back for 30 days)."""
+    text = policy.read_text()
+    assert "\nprotect:\n" in text, "no protect block to add restored_for to"
+    policy.write_text(text.replace("\nprotect:\n", "\nprotect:\n  restored_for: 0d\n", 1))

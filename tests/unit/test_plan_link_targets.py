@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from governance.model.types import Artifact, Component, Group, Kind, RunStatus
 from governance.plan.decide import Decider
-from governance.plan.protect import LinkProtector, Protector, protector_for
+from governance.plan.protect import HeldProtector, Protector, protector_for
 from tests.unit.plan_factories import (
     AS_OF,
     ROOT,
@@ -137,7 +137,7 @@ def test_a_root_without_links_gets_the_plain_protector() -> None:
     decider = Decider(TIERS, AS_OF, ROOT, True)
     assert type(decider.protector) is Protector
     linked = Decider(TIERS, AS_OF, ROOT, True, [("best", "runs/x/checkpoint-500/")])
-    assert isinstance(linked.protector, LinkProtector)
+    assert isinstance(linked.protector, HeldProtector)
 
 
 # ----------------------------------------------------------------------------- property
