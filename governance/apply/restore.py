@@ -82,7 +82,7 @@ def restore_plan(
     failed with the reason when it cannot come back. `note` hears of objects restored
     already (left out of the report). A dry run checks each object as a restore would
     (HEADs only) and reports the same failures."""
-    load_plan_header(engine, plan_id)  # UnknownPlanError for a wrong id
+    header = load_plan_header(engine, plan_id)  # UnknownPlanError for a wrong id
     with engine.connect() as conn:
         rows = [
             dict(r)
@@ -93,6 +93,8 @@ def restore_plan(
             ).mappings()
         ]
     wanted = [_as_url(u) for u in uris]
+    if not rows and not wanted and note is not None:
+        note(_removed_nothing(plan_id, header.status.value))
     if wanted:
         rows = [r for r in rows if _matches(r, wanted)]
         if not rows:
@@ -325,6 +327,15 @@ def _would(row: dict[str, Any], stores: StoreFactory) -> KeyResult:
 def _purged(row: dict[str, Any]) -> str:
     on = f" on {_day(row['purged_at'])}" if row["purged_at"] is not None else ""
     return f"purged from quarantine{on} (past apply.quarantine_for): there is no way back"
+
+
+def _removed_nothing(plan_id: str, status: str) -> str:
+    """Why a restore of the whole plan finds nothing to bring back (said, not an error)."""
+    if status in ("applied", "partially_applied"):
+        why = f"status {status}: none of its actions carried out removed an object"
+    else:
+        why = f"status {status}: it has not been applied"
+    return f"plan {plan_id} removed nothing ({why}): there is nothing to restore"
 
 
 def _restored_already(plan_id: str, rows: Sequence[dict[str, Any]], uris: Sequence[str]) -> str:

@@ -386,6 +386,9 @@ def _print_restore(report: RestoreReport) -> None:
     from rich.table import Table
 
     console = stdout_console()
+    if not report.objects:  # one line, not a table with no rows (a `note:` says why)
+        console.print(f"restore of plan {report.plan_id}: nothing to restore")
+        return
     table = Table(
         title=f"Restore of plan {report.plan_id}" + (" (dry run)" if report.dry_run else "")
     )

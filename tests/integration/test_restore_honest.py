@@ -189,3 +189,20 @@ def test_on_s3_a_dry_run_heads_each_key_as_the_restore_does(
     real = json.loads(setup.restore(doc["plan_id"], code=1).stdout)
     assert answers(real) == answers(dry)
     assert live(s3_bucket)[key] == b"written again"
+
+
+def test_restoring_a_plan_that_removed_nothing_says_so_in_one_line(tmp_path: Path) -> None:
+    """A plan never applied printed an empty table and "0 restored, 0 failed", which
+    read as a restore done; it now says the plan removed nothing, and why."""
+    setup, storage = build(tmp_path)
+    doc = setup.plan()
+    before = snapshot(storage)
+    shown = govern(setup.catalog, "restore", doc["plan_id"])
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.strip() == f"restore of plan {doc['plan_id']}: nothing to restore"
+    assert (
+        f"note: plan {doc['plan_id']} removed nothing (status approved: it has not "
+        "been applied): there is nothing to restore"
+    ) in shown.stderr
+    assert json.loads(setup.restore(doc["plan_id"]).stdout)["objects"] == []
+    assert snapshot(storage) == before
