@@ -97,8 +97,10 @@ def test_foreign_database_is_refused(tmp_path: Path) -> None:
 
 
 def test_unknown_driver_is_a_catalog_error() -> None:
-    with pytest.raises(CatalogError, match="not usable"):
+    with pytest.raises(CatalogError, match="nosuchdb is not a catalog database govern supports"):
         make_engine("nosuchdb://x/y")
+    with pytest.raises(CatalogError, match="not usable"):
+        make_engine("not a url")
 
 
 def test_utc_datetime_rejects_naive_values() -> None:
