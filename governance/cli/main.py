@@ -134,7 +134,7 @@ def report_error(exc: GovernanceError) -> None:
     click.echo(f"error: {exc}", err=True)
     if isinstance(exc, PolicyError) and exc.problems != [str(exc)]:
         for problem in exc.problems:
-            click.echo(f"  {problem}", err=True)
+            click.echo(problem, err=True)  # at the line start: FILE:LINE:COL, as editors read it
 
 
 def main(argv: list[str] | None = None) -> Any:

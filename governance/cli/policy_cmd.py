@@ -89,6 +89,13 @@ def not_acted_on(policy: Policy) -> list[str]:
             "validated only): a plan becomes applicable once notice_period has passed, "
             "with no one told; govern plans lists the plans waiting it out"
         )
+    elif policy.notify:
+        out.append("notify: validated, nothing is sent yet (no message on plans or failures)")
+    if policy.dedupe is not None:
+        out.append(
+            "dedupe: validated, not planned yet (plans have no dedupe actions, and each "
+            "says so in a note)"
+        )
     if policy.budgets:
         out.append("budgets: validated, not evaluated yet (no budget alerts are raised)")
     return out

@@ -738,8 +738,11 @@ def test_cli_validate_table_and_json() -> None:
     result = CliRunner().invoke(policy_group, ["validate", path])
     assert result.exit_code == 0
     assert result.stdout == "policy OK: 5 rules, 2 roots\n"
-    # (the example's budgets block is validated, and nothing evaluates it yet: said so)
+    # (the example's dedupe and budgets blocks are validated, and nothing acts on them
+    # yet: said so)
     assert result.stderr == (
+        "warning: dedupe: validated, not planned yet (plans have no dedupe actions, and each "
+        "says so in a note)\n"
         "warning: budgets: validated, not evaluated yet (no budget alerts are raised)\n"
     )
     result = CliRunner().invoke(policy_group, ["validate", path, "--format", "json"])
@@ -749,9 +752,7 @@ def test_cli_validate_table_and_json() -> None:
     assert doc["path"] == path
     assert doc["sha256"] == hashlib.sha256(Path(path).read_bytes()).hexdigest()
     assert doc["rules"] == ["failed-runs", "residue", "checkpoints", "logs", "datasets"]
-    assert doc["warnings"] == [
-        "budgets: validated, not evaluated yet (no budget alerts are raised)"
-    ]
+    assert [w.split(":")[0] for w in doc["warnings"]] == ["dedupe", "budgets"]
 
 
 def test_cli_validate_warns_that_a_notice_period_is_announced_to_no_one(tmp_path: Path) -> None:
@@ -764,6 +765,29 @@ def test_cli_validate_warns_that_a_notice_period_is_announced_to_no_one(tmp_path
     assert result.stderr.startswith("warning: approval.mode notice: notifications are not sent")
     plain = write(tmp_path, "rules: []\n")
     assert CliRunner().invoke(policy_group, ["validate", str(plain)]).stderr == ""
+
+
+def test_cli_validate_warns_that_notify_sends_nothing_yet(tmp_path: Path) -> None:
+    """docs say notify and dedupe are validated only; validate said nothing of either."""
+    path = write(
+        tmp_path,
+        "notify: [{type: slack, url: 'https://hooks.slack.com/services/x', on: [plan]}]\n"
+        "rules: []\n",
+    )
+    result = CliRunner().invoke(policy_group, ["validate", str(path)])
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "warning: notify: validated, nothing is sent yet (no message on plans or failures)\n"
+    )
+    # with approval.mode notice, its own warning already says notifications are not sent
+    notice = write(
+        tmp_path,
+        "approval: {mode: notice, notice_period: 2d}\n"
+        "notify: [{type: slack, url: 'https://hooks.slack.com/services/x', on: [plan]}]\n"
+        "rules: []\n",
+    )
+    said = CliRunner().invoke(policy_group, ["validate", str(notice)]).stderr.splitlines()
+    assert [line.split(":")[1].strip() for line in said] == ["approval.mode notice"]
 
 
 def test_cli_validate_warns_that_class_changes_on_filesystems_are_never_made(
