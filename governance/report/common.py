@@ -38,7 +38,7 @@ STATE_LABELS = {
     "transitioned": "transitioned",
     "protected": "protected",
     "in_flight": "in flight / incomplete",
-    "kept": "kept whole",
+    "kept": "kept as it is",  # whole, or stripped already: no change
 }
 _ACTION_STATE = {
     ActionType.DELETE: "deleted",

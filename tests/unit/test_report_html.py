@@ -54,7 +54,7 @@ def test_timeline_has_a_cell_per_checkpoint_with_its_state() -> None:
     assert ("archived", "9000") in cells
     assert ("in_flight", "9500") in cells
     assert [label for _, label in cells[:3]] == ["1000", "4000", "5000"]  # step order
-    for state in ("kept whole", "stripped", "archived", "deleted"):
+    for state in ("kept as it is", "stripped", "archived", "deleted"):
         assert state in doc  # legend
 
 

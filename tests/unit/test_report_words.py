@@ -185,7 +185,7 @@ def test_a_checkpoint_stripped_and_archived_counts_as_both_in_every_format() -> 
     # r1: 1000 deleted, 4000 stripped and archived, 5000 kept
     assert "3 checkpoints: 1 kept, 1 stripped, 1 archived, 1 deleted" in doc
     md = render(plan, "md")
-    assert "1000 deleted, 4000 stripped and archived, 5000 kept whole" in md
+    assert "1000 deleted, 4000 stripped and archived, 5000 kept as it is" in md
     table = _at(160, plan)
     assert "3 checkpoints: 1 kept, 1 stripped, 1 archived, 1 deleted" in table
 
@@ -202,7 +202,7 @@ def test_the_table_has_the_per_run_timeline_md_and_html_have() -> None:
     assert re.search(r"r1\|x<&é +│ 1000 DSK 5000", timeline)
     assert "3 checkpoints: 1 kept, 1 stripped, 0 archived, 1 deleted" in timeline
     assert re.search(r"r2\[x\] +│ 9000 AI 9500", timeline)
-    assert "one letter a checkpoint, in step order: K kept whole, S stripped" in text
+    assert "one letter a checkpoint, in step order: K kept as it is, S stripped" in text
     assert all(len(line) <= 80 for line in text.splitlines())
     for fmt in ("md", "html"):
         assert "Checkpoints per run" in render(plan, fmt)
