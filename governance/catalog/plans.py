@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from governance.catalog.bests import record_bests
 from governance.catalog.bulk import SQLITE_NULL, copy_rows, insert_rows, sqlite_insert
 from governance.catalog.completions import record_completed
 from governance.catalog.tables import (
@@ -101,6 +102,7 @@ def save_plan(engine: Engine, plan: Plan) -> None:
     with engine.begin() as conn:
         conn.execute(_P.insert(), [_header_row(plan)])
         record_completed(conn, plan.completed_runs, plan.plan_id)
+        record_bests(conn, plan.bests_archived, plan.plan_id)
         write = _bulk_writer(conn)
         if write is None:
             _insert_with_core(conn, plan)

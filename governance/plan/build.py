@@ -17,8 +17,8 @@ Example::
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain, islice, pairwise, repeat
 from operator import attrgetter, le, lt
@@ -31,10 +31,12 @@ from governance.plan.decide import Decider, Unmeasured
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
 from governance.plan.selectors import storage_class_of
+from governance.plan.tiers import ArchivedBests
 from governance.plan.totals import Left, Totals, summarize
 from governance.plan.types import (
     WHAT_IF_MARGIN,
     ActionType,
+    BestArchived,
     CompletedRun,
     KeptArtifact,
     Plan,
@@ -74,6 +76,9 @@ class RootSnapshot:
     # What `govern restore` brought back at this root lately: (key, when, plan id), each
     # protected for `protect.restored_for` from its restore.
     restored: tuple[tuple[str, datetime, str], ...] = ()
+    # By run key, the bests applied plans archived to another location (`ArchivedBest`):
+    # what is left of the run is compared with them.
+    archived_bests: Mapping[str, ArchivedBests] = field(default_factory=dict)
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:
@@ -306,6 +311,7 @@ def _build(
     scanned_at: dict[str, datetime] = {}
     run_keys: dict[tuple[str, str], set[str]] = {}  # (root, run name) -> the runs' keys
     completed_runs: dict[str, list[CompletedRun]] = {}
+    bests_archived: dict[str, list[BestArchived]] = {}
     versioning: dict[str, bool] = {}
     totals: dict[str, int] = {}
     deleted: dict[str, int] = {}
@@ -326,14 +332,23 @@ def _build(
         completed = completed_runs.setdefault(root.url, [])
         live = 0
         decider = Decider(
-            policy, as_of, root.url, root.supports_storage_classes, root.links, root.restored
+            policy,
+            as_of,
+            root.url,
+            root.supports_storage_classes,
+            root.links,
+            root.restored,
+            root.archived_bests,
         )
+        bests = bests_archived.setdefault(root.url, [])
         for group in root.groups:
             live += _tally_classes(group, class_bytes)
             run = group.run
             if run is not None:
                 run_keys.setdefault((root.url, run.name), set()).add(run.key)
             result = decider.decide(group)
+            if result.bests:
+                bests += result.bests
             if run is not None and run.status is _COMPLETED:
                 completed.append(
                     CompletedRun(run.key, run.status_reason, run.last_write, result.final)
@@ -430,4 +445,5 @@ def _build(
         notes=notes,
         controls=policy_controls(policy),
         completed_runs=completed_runs,
+        bests_archived={url: found for url, found in bests_archived.items() if found},
     )

@@ -21,7 +21,7 @@ artifact is its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -57,6 +57,7 @@ from governance.plan.selectors import (
 from governance.plan.types import (
     ActionType,
     ArtifactRef,
+    BestArchived,
     KeptArtifact,
     KeptHow,
     PlannedAction,
@@ -175,6 +176,8 @@ class GroupResult:
     """Tiers that keep `best` by a metric no checkpoint of the run reports."""
     final: str | None = None
     """The key of the checkpoint the tiers kept as the run's final, if any."""
+    bests: list[BestArchived] = field(default_factory=list)
+    """The run's best checkpoints that tiers archive to another location."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +238,8 @@ class _Ctx:
     """Each artifact's `last_modified` (a max over its objects), taken once: `tiers.Written`."""
     aliases: list[_Alias] = field(default_factory=list)
     """Lightning `save_last` copies and the checkpoints they copy (`tiers.save_last_aliases`)."""
+    bests: list[tuple[Decision, str, str, float]] = field(default_factory=list)
+    """(decision, metric, mode, value) of each best a tier keeps to archive away."""
 
 
 def _label(a: Artifact) -> str:
@@ -540,6 +545,7 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
 
 def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None) -> None:
     assert rule.tiers is not None
+    archived = ctx.decider.archived_bests.get(run.key) if run is not None else None
     outcome = tiering.select(
         rule.tiers,
         [d.artifact for d in members],
@@ -547,6 +553,7 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
         ctx.as_of,
         trace=ctx.trace,
         when=ctx.written,
+        archived=archived,
     )
     names = ", ".join(t.name for t in rule.tiers)
     chosen, traced = outcome.picks, outcome.trace
@@ -556,7 +563,9 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
     decider = ctx.decider
     texts = decider.unkept_texts(rule, otherwise)  # by step: `unkept` for a new step only
     name = rule.name
-    best_of_run = _best_of_run(rule, members, run, ctx.written) if otherwise == "delete" else {}
+    best_of_run = (
+        _best_of_run(rule, members, run, ctx.written, archived) if otherwise == "delete" else {}
+    )
     _note_unmeasured(ctx, rule, members)
     aliases = outcome.aliases
     if aliases:  # Lightning save_last copies: each goes with the checkpoint it copies
@@ -572,7 +581,11 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
             d.keep(name, None, _PROTECTED, f"protected: {d.protected_by}{counted}")
         elif picks:
             index, why = picks[0]
-            _keep_by_tier(ctx, d, rule, rule.tiers[index], why)
+            tier = rule.tiers[index]
+            _keep_by_tier(ctx, d, rule, tier, why)
+            best = outcome.bests.get(index)
+            if best is not None and best[0] == art.key and tier.best_metric is not None:
+                ctx.bests.append((d, tier.best_metric.name, tier.best_metric.mode, best[1]))
         else:
             step = art.step
             if step is None and art.key in aliases:
@@ -594,6 +607,21 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
                 d.keep(name, None, _RULE_KEEPS, reason)
 
 
+def _bests(found: list[tuple[Decision, str, str, float]], run: Run | None) -> list[BestArchived]:
+    """The bests whose archive to another location the plan holds, once every guard has
+    had its say (one that keeps a checkpoint whole where it is drops the archive)."""
+    if not found or run is None:
+        return []
+    out = []
+    for d, metric, mode, value in found:
+        art = d.artifact
+        for action in d.actions:
+            if action.action is _ARCHIVE and action.dest_url is not None:
+                out.append(BestArchived(run.key, metric, mode, value, art.step, art.key, action))
+                break
+    return out
+
+
 def _note_unmeasured(ctx: _Ctx, rule: Rule, members: list[Decision]) -> None:
     """Record each tier of `rule` that keeps `best` by a metric none of `members` reports."""
     assert rule.tiers is not None
@@ -610,11 +638,16 @@ def _note_unmeasured(ctx: _Ctx, rule: Rule, members: list[Decision]) -> None:
 
 
 def _best_of_run(
-    rule: Rule, members: list[Decision], run: Run | None, when: tiering.Written
+    rule: Rule,
+    members: list[Decision],
+    run: Run | None,
+    when: tiering.Written,
+    archived: tiering.ArchivedBests | None = None,
 ) -> dict[str, tuple[str, str]]:
     """Invariant 7: the run's best checkpoint by the metric of each tier that keeps `best`
     within a `max_age` (such a tier only sees its window), by key -> (tier, why). A tier
-    without `max_age` sees every checkpoint and selects the best itself."""
+    without `max_age` sees every checkpoint and selects the best itself. A best an
+    applied plan archived away (`archived`) is kept there: none of these is the best."""
     out: dict[str, tuple[str, str]] = {}
     assert rule.tiers is not None
     for tier in rule.tiers:
@@ -622,7 +655,7 @@ def _best_of_run(
         if "best" not in tier.keep or metric is None or tier.max_age is None:
             continue
         found = tiering.best_checkpoint(
-            [d.artifact for d in members], metric.name, metric.mode, run, when
+            [d.artifact for d in members], metric.name, metric.mode, run, when, archived
         )
         if found is not None:
             out.setdefault(found[0].key, (tier.name, found[1]))
@@ -833,7 +866,8 @@ class Decider:
     `links` are the root's symbolic links that point inside it, (link key, target key):
     what they point at is protected (`protect.LinkTargets`); `restored`, what `govern
     restore` brought back at the root (key, when, plan id): protected for
-    `protect.restored_for` (`protect.RestoredKeys`).
+    `protect.restored_for` (`protect.RestoredKeys`); `archived_bests`, by run key, the
+    bests applied plans archived away (`tiers.ArchivedBest`).
     """
 
     def __init__(
@@ -844,8 +878,10 @@ class Decider:
         classes: bool,
         links: Sequence[tuple[str, str]] = (),
         restored: Sequence[tuple[str, datetime, str]] = (),
+        archived_bests: Mapping[str, tiering.ArchivedBests] | None = None,
     ) -> None:
         self.policy = policy
+        self.archived_bests: Mapping[str, tiering.ArchivedBests] = archived_bests or {}
         self.as_of = as_of
         self.root_url = root_url
         self.classes = classes
@@ -989,7 +1025,9 @@ class Decider:
             if d.kept is None and not (d.actions and _deletes(d)):
                 how = _NO_RULE if d.rule is None else _RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
-        return GroupResult(decisions, ctx.not_applicable, ctx.unmeasured, ctx.final)
+        return GroupResult(
+            decisions, ctx.not_applicable, ctx.unmeasured, ctx.final, _bests(ctx.bests, run)
+        )
 
     def _owner(self, ctx: _Ctx, kind: Kind, d: Decision, shield: str | None) -> _Owner:
         """`_owner_traced` without the trace: a rule owns the artifact when its selector
@@ -1034,9 +1072,11 @@ def decide_group(
     trace: bool = False,
     links: Sequence[tuple[str, str]] = (),
     restored: Sequence[tuple[str, datetime, str]] = (),
+    archived_bests: Mapping[str, tiering.ArchivedBests] | None = None,
 ) -> GroupResult:
     """Decide every artifact of one group; memory is bounded by the group."""
-    return Decider(policy, as_of, root_url, classes, links, restored).decide(group, trace=trace)
+    decider = Decider(policy, as_of, root_url, classes, links, restored, archived_bests)
+    return decider.decide(group, trace=trace)
 
 
 def _owner_traced(

@@ -77,6 +77,7 @@ def explain(
                 trace=True,
                 links=root.links,
                 restored=root.restored,
+                archived_bests=root.archived_bests,
             )
             d = next(x for x in result.decisions if x.artifact is target)
             assert isinstance(d, TracedDecision)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from governance.catalog.bests import archived_bests
 from governance.catalog.completions import seen_completed
 from governance.catalog.derived import (
     CachedMetaReader,
@@ -122,9 +123,19 @@ def root_snapshots(
                 # what the root's links point at is protected (as of the same scan)
                 links=tuple(root_links(engine, root.id)),
                 restored=_restored(engine, url, policy, as_of),
+                archived_bests=archived_bests(engine, root.id) if _archives_bests(policy) else {},
             )
         )
     return snapshots
+
+
+def _archives_bests(policy: Policy) -> bool:
+    """Whether some tier keeps `best` and archives it to another location."""
+    return any(
+        t.best_metric is not None and t.archive is not None and t.archive.url is not None
+        for r in policy.rules
+        for t in r.tiers or ()
+    )
 
 
 def _restored(

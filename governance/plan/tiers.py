@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from governance.model.detectors.base import parent
 from governance.model.detectors.lightning import save_last_name
@@ -185,6 +185,9 @@ class TierOutcome:
     """Lightning `save_last` copies: alias key -> (original key, `alias_text`)."""
     final: str | None = None
     """The key of the run's final checkpoint, when a tier keeps `final` and there is one."""
+    bests: dict[int, tuple[str, float]] = field(default_factory=dict)
+    """Tier index -> (key, value) of the best checkpoint by its metric, for the tiers that
+    keep `best` and archive to another location (`archive.url`)."""
 
 
 def _bucket_range(step: int, k: int) -> str:
@@ -201,6 +204,7 @@ def _tier_select(
     final: Artifact | None = None,
     *,
     stepwise: bool = True,
+    archived: ArchivedBests | None = None,
 ) -> dict[str, list[str]]:
     """checkpoint key -> why this tier selects it (several keys: several reasons).
 
@@ -269,10 +273,53 @@ def _tier_select(
     if "final" in tier.keep and final is not None and any(c is final for c in candidates):
         add(final, f"{_label(final)} is the final checkpoint of the completed run")
     if "best" in tier.keep and tier.best_metric is not None:
-        best = best_checkpoint(candidates, tier.best_metric.name, tier.best_metric.mode, run, at)
+        metric = tier.best_metric
+        best = best_checkpoint(candidates, metric.name, metric.mode, run, at, archived)
         if best is not None:
             add(best[0], best[1])
     return chosen
+
+
+class ArchivedBest(NamedTuple):
+    """A run's best checkpoint by one metric that an applied plan archived to another
+    location (copied there, removed here): what is left is compared with it, not only
+    with each other, or each night's plan would archive the next best of what is left."""
+
+    value: float
+    step: int | None
+    key: str
+    plan_id: str
+
+
+ArchivedBests = Mapping[tuple[str, str], ArchivedBest]
+"""One run's archived bests by (metric, mode)."""
+
+
+def best_scored(
+    candidates: Sequence[Artifact],
+    metric: str,
+    mode: str,
+    when: Written | None = None,
+    archived: ArchivedBests | None = None,
+) -> tuple[Artifact, float] | None:
+    """The best checkpoint by `metric` with its value (tie: the newer), or None: none
+    reports the metric, or one archived away is better still (or as good, and newer)."""
+    scored = [
+        (c, c.metrics[metric])
+        for c in candidates
+        if metric in c.metrics and not math.isnan(c.metrics[metric])
+    ]
+    if not scored:
+        return None
+    key = order_key(candidates, when)
+    sign = 1.0 if mode == "max" else -1.0
+    c, value = max(scored, key=lambda cv: (sign * cv[1], key(cv[0])))
+    gone = archived.get((metric, mode)) if archived else None
+    if gone is not None and c.key != gone.key:
+        mine = (sign * value, -1 if c.step is None else c.step)
+        if mine <= (sign * gone.value, -1 if gone.step is None else gone.step):
+            return None
+    return c, value
 
 
 def best_checkpoint(
@@ -281,21 +328,19 @@ def best_checkpoint(
     mode: str,
     run: Run | None,
     when: Written | None = None,
+    archived: ArchivedBests | None = None,
 ) -> tuple[Artifact, str] | None:
-    """The best checkpoint by `metric` (tie: the newer), with the reason.
+    """The best checkpoint by `metric` (tie: the newer), with the reason; None when one
+    `archived` away (an earlier plan's best, applied) is better than all of them.
 
     Without any value of the metric, falls back to the run's recorded best checkpoint
     (Hugging Face `best_model_checkpoint`) when it is among the candidates.
     """
-    scored = [
-        (c, c.metrics[metric])
-        for c in candidates
-        if metric in c.metrics and not math.isnan(c.metrics[metric])
-    ]
-    if scored:
-        key = order_key(candidates, when)
-        sign = 1.0 if mode == "max" else -1.0
-        c, value = max(scored, key=lambda cv: (sign * cv[1], key(cv[0])))
+    if any(metric in c.metrics and not math.isnan(c.metrics[metric]) for c in candidates):
+        found = best_scored(candidates, metric, mode, when, archived)
+        if found is None:
+            return None
+        c, value = found
         return c, f"{_label(c)} has the best {metric} ({value:g}, {mode})"
     if run is not None and run.best_checkpoint is not None:
         for c in candidates:
@@ -312,9 +357,11 @@ def select(
     *,
     trace: bool = False,
     when: Written | None = None,
+    archived: ArchivedBests | None = None,
 ) -> TierOutcome:
     """Run every tier over a run's complete checkpoints that one rule owns (`when`: their
-    `Written` map, when the caller has it)."""
+    `Written` map, when the caller has it; `archived`: the run's bests an applied plan
+    archived away)."""
     out = TierOutcome()
     at = when if when is not None else written(checkpoints)
     every = checkpoints
@@ -369,7 +416,15 @@ def select(
             if ranked is not None and len(candidates) < len(checkpoints):
                 window = {id(c) for c in candidates}
                 ordered = [c for c in ranked if id(c) in window]
-        chosen = _tier_select(tier, candidates, run, at, ordered, final, stepwise=stepwise)
+        chosen = _tier_select(
+            tier, candidates, run, at, ordered, final, stepwise=stepwise, archived=archived
+        )
+        if tier.best_metric is not None and tier.archive is not None and tier.archive.url:
+            # what this tier archives away as the best: recorded with the plan
+            metric = tier.best_metric
+            found = best_scored(candidates, metric.name, metric.mode, at, archived)
+            if found is not None and found[0].key in chosen:
+                out.bests[index] = (found[0].key, found[1])
         for a, o in pairs:
             whys = chosen.get(o.key)
             if whys is not None:

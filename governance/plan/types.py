@@ -180,6 +180,20 @@ class CompletedRun(NamedTuple):
     final: str | None  # the checkpoint its tiers kept as the run's final, if any
 
 
+class BestArchived(NamedTuple):
+    """A run's best checkpoint by a metric that the plan archives to another location
+    (keys relative to the root): recorded with the plan (`catalog.bests`), and once its
+    archive action is carried out, later plans compare what is left with it."""
+
+    run_key: str
+    metric: str
+    mode: str  # min | max
+    value: float
+    step: int | None
+    key: str
+    action: PlannedAction  # its archive (the id is the plan's, once numbered)
+
+
 @dataclass(slots=True)
 class Plan:
     """A whole plan. `fingerprint` is over the canonical action list (see plan.fingerprint)."""
@@ -209,3 +223,6 @@ class Plan:
     """Root URL -> each run it saw completed: saved with it (`catalog.completions`), so an
     apply that removes that evidence (an archived final checkpoint) does not make the run
     read as abandoned. Not part of its identity."""
+    bests_archived: dict[str, list[BestArchived]] = field(default_factory=dict)
+    """Root URL -> each run's best checkpoint the plan archives away: saved with it. Not
+    part of its identity."""

@@ -1,0 +1,127 @@
+"""A best an applied plan archived away is compared with what is left
+(`tiers.best_scored`, `Decider(archived_bests=...)`): only a better checkpoint (or one as
+good and newer: the spec's tie rule) is the run's best again; the plan records the bests
+it archives away (`Plan.bests_archived`), and none it keeps in place."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from governance.model.types import Group
+from governance.plan.tiers import ArchivedBest, best_scored
+from governance.plan.types import Plan
+from tests.unit.plan_factories import (
+    ROOT,
+    checkpoint,
+    group,
+    make_plan,
+    policy,
+    snapshot,
+)
+
+POLICY = policy(
+    """
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - name: best
+        keep: [best]
+        best_metric: {name: eval_loss, mode: min}
+        archive: {url: "s3://cold/"}
+      - {name: recent, keep_last: 1}
+    otherwise: delete
+safety: {max_delete_fraction: 1}
+"""
+)
+IN_PLACE = policy(
+    """
+rules:
+  - name: checkpoints
+    select: {kind: checkpoint}
+    tiers:
+      - name: best
+        keep: [best]
+        best_metric: {name: eval_loss, mode: min}
+        archive: {storage_class: GLACIER_IR}
+    otherwise: delete
+safety: {max_delete_fraction: 1}
+"""
+)
+
+
+def run_of(losses: dict[int, float]) -> Group:
+    arts = [
+        checkpoint("runs/x/", s, age_days=40 - s / 100, metrics={"eval_loss": v})
+        for s, v in sorted(losses.items())
+    ]
+    return group("x", arts)
+
+
+def archived(
+    value: float, step: int | None = 400
+) -> dict[str, dict[tuple[str, str], ArchivedBest]]:
+    gone = ArchivedBest(value, step, f"runs/x/checkpoint-{step}/", "p-0")
+    return {"runs/x/": {("eval_loss", "min"): gone}}
+
+
+def archives(plan: Plan) -> set[str]:
+    return {a.artifact.uri for a in plan.actions if a.action.value == "archive"}
+
+
+def test_the_best_of_what_is_left_is_archived_only_when_it_beats_the_archived_one() -> None:
+    x = run_of({500: 2.0, 600: 1.8, 700: 2.5})
+    fresh = make_plan([snapshot([x])], POLICY)
+    assert archives(fresh) == {f"{ROOT}runs/x/checkpoint-600/"}
+    [best] = fresh.bests_archived[ROOT]
+    assert (best.run_key, best.metric, best.mode, best.value, best.step) == (
+        "runs/x/", "eval_loss", "min", 1.8, 600,
+    )  # fmt: skip
+    assert best.action.id > 0
+    assert best.action.artifact.uri.endswith("checkpoint-600/")
+    worse = make_plan([replace(snapshot([x]), archived_bests=archived(1.5))], POLICY)
+    assert archives(worse) == set()
+    assert worse.bests_archived == {}
+    # with no best to keep, rotation is the recent tier's alone: 700 kept, the rest deleted
+    assert {a.artifact.uri for a in worse.actions} == {
+        f"{ROOT}runs/x/checkpoint-500/", f"{ROOT}runs/x/checkpoint-600/",
+    }  # fmt: skip
+    better = make_plan([replace(snapshot([x]), archived_bests=archived(1.9))], POLICY)
+    assert archives(better) == {f"{ROOT}runs/x/checkpoint-600/"}
+
+
+def test_a_tie_goes_to_the_newer_as_the_spec_says() -> None:
+    left = [checkpoint("runs/x/", s, metrics={"eval_loss": 1.5}) for s in (300, 500)]
+    newer = best_scored(left, "eval_loss", "min", archived=archived(1.5, step=400)["runs/x/"])
+    assert newer is not None
+    assert newer[0].step == 500
+    older = best_scored(left[:1], "eval_loss", "min", archived=archived(1.5, step=400)["runs/x/"])
+    assert older is None
+
+
+def test_an_archive_in_place_records_no_best() -> None:
+    """A best archived by class stays in the root and is compared with the others as it
+    is: nothing to remember."""
+    plan = make_plan([snapshot([run_of({500: 2.0, 600: 1.8})])], IN_PLACE)
+    assert archives(plan) == {f"{ROOT}runs/x/checkpoint-600/"}
+    assert plan.bests_archived == {}
+
+
+@given(
+    losses=st.dictionaries(
+        st.integers(1, 30).map(lambda i: i * 100), st.floats(0, 10), min_size=1, max_size=8
+    ),
+    gone=st.floats(0, 10),
+)
+def test_a_checkpoint_is_archived_as_best_only_if_it_beats_the_archived_best(
+    losses: dict[int, float], gone: float
+) -> None:
+    x = run_of(losses)
+    plan = make_plan([replace(snapshot([x]), archived_bests=archived(gone, step=1))], POLICY)
+    best_step, best_value = min(losses.items(), key=lambda sv: (sv[1], -sv[0]))
+    beats = best_value <= gone  # (a tie: every step here is newer than the archived 1)
+    expected = {f"{ROOT}runs/x/checkpoint-{best_step}/"} if beats else set()
+    assert archives(plan) == expected
