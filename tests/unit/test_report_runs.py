@@ -83,8 +83,8 @@ def test_the_markdown_timeline_names_the_root_when_there_are_several() -> None:
         ),
     ]
     md = render(plan, "md")
-    assert f"- **r1** ({ROOT}): 100 kept whole" in md
-    assert f"- **r1** ({other}): 200 kept whole" in md
+    assert f"- **r1** ({ROOT}): 100 kept as it is" in md
+    assert f"- **r1** ({other}): 200 kept as it is" in md
 
 
 def test_a_half_written_checkpoint_deleted_as_residue_is_a_step_of_the_timeline() -> None:
