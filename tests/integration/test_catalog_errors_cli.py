@@ -6,6 +6,7 @@ and what is wrong, exit 2, no traceback and no change; a genuine bug keeps its t
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -230,7 +231,16 @@ def test_open_engine_without_create_leaves_an_existing_catalog_usable(
     catalog: tuple[str, Path],
 ) -> None:
     url, _ = catalog
-    open_engine(url, create=False).dispose()
+    engine = open_engine(url, create=False)
+    with engine.connect() as conn:  # the scanned root and its object are there, readable
+        assert conn.execute(sqlalchemy.text("SELECT count(*) FROM roots")).scalar() == 1
+        assert conn.execute(sqlalchemy.text("SELECT count(*) FROM objects")).scalar() == 1
+    engine.dispose()
+    listed = _run(url, "ls", "objects", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    assert [o["uri"].rsplit("/storage/", 1)[1] for o in json.loads(listed.stdout)] == [
+        "runs/r1/log.txt"
+    ]
 
 
 def test_sqlite_uri_arguments_without_uri_true_are_refused(catalog: tuple[str, Path]) -> None:

@@ -171,6 +171,11 @@ def test_read_only_changes_nothing_for_other_databases(catalog_url: str) -> None
         conn.execute(text("INSERT INTO roots (url, created_at) VALUES ('s3://b/', '2026-01-01')"))
     check_unchanged(engine)  # a no-op: not opened immutable
     engine.dispose()
+    again = open_engine(catalog_url)  # the write went through, as for any command
+    with again.connect() as conn:
+        urls = conn.execute(text("SELECT url FROM roots")).scalars().all()
+    again.dispose()
+    assert "s3://b/" in urls
 
 
 def test_which_commands_only_read_is_decided_in_one_place() -> None:

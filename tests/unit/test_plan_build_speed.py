@@ -17,7 +17,6 @@ from governance.catalog.queries import iter_live_objects, stream_live_objects
 from governance.catalog.roots import get_or_create_root, start_scan
 from governance.catalog.tables import StoredObject, datetime_from_us
 from governance.heap import settled_collections
-from governance.model.detectors.base import Verdict
 from governance.model.grouping import classify_group
 from governance.model.types import ClassifyOptions, Component, RunStatus
 from governance.plan.fingerprint import action_text
@@ -100,12 +99,6 @@ def test_unsorted_members_are_still_sorted() -> None:
         text = action_text(action)
         action.objects.reverse()
         assert action_text(action) == text  # the canonical document sorts the objects
-
-
-def test_verdicts_are_values() -> None:
-    assert Verdict(True, "x") == Verdict(True, "x")
-    assert hash(Verdict(False, "y")) == hash(Verdict(False, "y"))
-    assert Verdict(True, "x").reason == "x"
 
 
 def test_streamed_objects_share_times_equal_to_the_catalog_conversion(tmp_path: Path) -> None:

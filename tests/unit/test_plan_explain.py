@@ -56,18 +56,26 @@ def test_explain_deleted_checkpoint_by_object_uri() -> None:
 def test_explain_agrees_with_the_plan() -> None:
     pol = example_policy()
     plan = make_plan(_groups(), pol)
+    by_uri: dict[str, list[str]] = {}
     for a in plan.actions:
+        by_uri.setdefault(a.artifact.uri, []).append(a.reason)
         e = explain([snapshot(_groups())], pol, AS_OF, a.artifact.uri)
         assert a.action.value in e.decision
+        assert e.reason == by_uri[a.artifact.uri][0]  # the artifact's first action's reason
+    stripped_or_archived = 0
     for k in plan.kept:
         e = explain([snapshot(_groups())], pol, AS_OF, k.artifact.uri)
-        assert e.reason == k.reason or e.decision.startswith(("strip", "archive"))
+        # kept stripped or archived (its actions' reason) or as it is: the plan's words
+        assert e.reason == k.reason, (k.artifact.uri, e.decision)
+        stripped_or_archived += e.decision.startswith(("strip", "archive"))
+    assert stripped_or_archived > 0  # (the example policy thins and archives some)
 
 
 def test_explain_kept_best_and_artifact_uri_without_slash() -> None:
     e = explain([snapshot(_groups())], example_policy(), AS_OF, ROOT + R + "checkpoint-4000")
     assert e.decision == "strip + archive"
     assert ("long-term", "selected: step 4000 has the best eval_loss (0.1, min)") in e.tiers
+    assert e.reason.startswith("long-term tier: step 4000 has the best eval_loss (0.1, min)")
 
 
 def test_explain_unknown_uri() -> None:

@@ -67,7 +67,10 @@ def test_fingerprint_changes_with_an_etag_or_as_of() -> None:
 
 
 def test_empty_plan_has_a_fingerprint() -> None:
-    assert fingerprint([], []).startswith("sha256:")
+    """The canonical text of no actions and nothing kept, hashed like any other."""
+    assert fingerprint([], []) == _canonical([], [])
+    p = make_plan(_groups(), example_policy())
+    assert fingerprint(p.actions, p.kept) != fingerprint([], [])
 
 
 def _canonical(actions: list[PlannedAction], kept: list[KeptArtifact]) -> str:

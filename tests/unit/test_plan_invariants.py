@@ -160,27 +160,6 @@ assert tuple(POLICY.protect.paths) == (PROTECTED_PATH,), (
 )  # what `_protected` says
 
 
-@SETTINGS
-@given(st.one_of(root_groups(), attributed_groups(), released_groups()))
-def test_invariant_2_nothing_protected_is_in_the_plan(groups: list[Group]) -> None:
-    plan = make_plan(groups, POLICY)
-    touched = {a.artifact.uri for a in plan.actions}
-    for a in plan.actions:  # not one object under the protected path, whatever artifact
-        assert not [u for u in a.object_uris if u.startswith(ROOT + PROTECTED_PREFIX)], a.reason
-    for g in groups:
-        for art in g.artifacts:
-            if _protected(art):
-                assert ROOT + art.key not in touched
-            if art.key.startswith(PROTECTED_PREFIX):
-                kept = kept_for(plan, art.key)
-                assert kept is not None, art.key
-                assert kept.how in (KeptHow.PROTECTED, KeptHow.IN_FLIGHT), (art.key, kept)
-        if g.run is not None and g.run.status is RunStatus.RUNNING:
-            # protect.run_status: only tiers thin a running run
-            uris = {ROOT + a.key for a in g.artifacts}
-            assert {a.rule for a in plan.actions if a.artifact.uri in uris} <= {"checkpoints"}
-
-
 def _shielded_tree(prefix: str) -> list[Group]:
     """Under `prefix`: a failed run last written 400 days ago (checkpoints, an unfinished
     save, a log, a stale upload) and a completed run whose checkpoints and logs are 100 days
@@ -207,6 +186,47 @@ def _shielded_tree(prefix: str) -> list[Group]:
         group("done", completed, RunStatus.COMPLETED, key=done),
         group(None, loose),
     ]
+
+
+def _every_artifact_with(attributes: dict[str, Any]) -> list[Group]:
+    """`_shielded_tree` under runs/ (every artifact due for some rule), each artifact's
+    first object carrying `attributes` (one of `OBJECT_ATTRIBUTES`)."""
+    groups = _shielded_tree("runs/")
+    for g in groups:
+        for i, art in enumerate(g.artifacts):
+            objects = [dataclasses.replace(art.objects[0], **attributes), *art.objects[1:]]
+            g.artifacts[i] = dataclasses.replace(art, objects=objects)
+    return groups
+
+
+def _with_each_attribute(test: Any) -> Any:
+    """Explicit examples of the property: the `ci` profile's fixed draws rarely put a lock
+    on an artifact a rule would act on (a check that ignored object lock passed them)."""
+    for attributes in OBJECT_ATTRIBUTES:
+        test = example(groups=_every_artifact_with(attributes))(test)
+    return test
+
+
+@SETTINGS
+@given(st.one_of(root_groups(), attributed_groups(), released_groups()))
+@_with_each_attribute
+def test_invariant_2_nothing_protected_is_in_the_plan(groups: list[Group]) -> None:
+    plan = make_plan(groups, POLICY)
+    touched = {a.artifact.uri for a in plan.actions}
+    for a in plan.actions:  # not one object under the protected path, whatever artifact
+        assert not [u for u in a.object_uris if u.startswith(ROOT + PROTECTED_PREFIX)], a.reason
+    for g in groups:
+        for art in g.artifacts:
+            if _protected(art):
+                assert ROOT + art.key not in touched
+            if art.key.startswith(PROTECTED_PREFIX):
+                kept = kept_for(plan, art.key)
+                assert kept is not None, art.key
+                assert kept.how in (KeptHow.PROTECTED, KeptHow.IN_FLIGHT), (art.key, kept)
+        if g.run is not None and g.run.status is RunStatus.RUNNING:
+            # protect.run_status: only tiers thin a running run
+            uris = {ROOT + a.key for a in g.artifacts}
+            assert {a.rule for a in plan.actions if a.artifact.uri in uris} <= {"checkpoints"}
 
 
 def test_invariant_2_protected_path_shields_what_rules_would_delete_or_move() -> None:
