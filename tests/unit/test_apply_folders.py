@@ -13,52 +13,14 @@ import pytest
 from governance.apply import StoreOpener
 from governance.apply.actions import outcome_for_check
 from governance.apply.preconditions import Check, check_actions
-from governance.apply.ranges import Listed, list_run, list_states, split_runs
+from governance.apply.ranges import Listed, split_runs
 from governance.apply.types import Outcome
 from governance.errors import AccessDeniedError
 from governance.plan.types import ActionType, ArtifactRef, ObjectRef, PlannedAction
-from tests.unit.test_apply_preconditions import FakeClient
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 PLANNED = ["ck-7/config.json", "ck-7/model.bin", "ck-7/optimizer.pt", "ck-7/scheduler.pt"]
-
-
-def test_a_range_listing_sees_the_whole_folder_of_a_delete_in_the_same_requests() -> None:
-    """`NOTES.md` sorts before the first planned key and `zz.txt` after the last: a
-    listing that starts just before the first wanted key would miss the one, and one
-    that stops at the last the other."""
-    added = ["p/ck-7/NOTES.md", "p/ck-7/zz.txt"]
-    others = [f"p/run-{i}/model.bin" for i in range(4)]
-    client = FakeClient(["p/ck-7", *added, *(f"p/{k}" for k in PLANNED), *others])
-    wanted = sorted(PLANNED + [k[2:] for k in others])
-    plain, _ = list_run(FakeClient(client.keys), "b", "p/", wanted)
-    listed = Listed(frozenset({"ck-7/"}))
-    found, left = list_run(client, "b", "p/", wanted, listed)
-    assert found.keys() == plain.keys() == set(wanted)
-    assert left == ()
-    assert len(client.requests) == 1  # no request more than without the folder
-    assert client.requests[0]["StartAfter"] == "p/ck-7"  # before everything in the folder
-    assert listed.covers("ck-7/")
-    assert listed.keys_under("ck-7/") == sorted([k[2:] for k in added] + PLANNED)
-
-
-def test_pages_inside_the_folder_follow_each_other_without_a_jump() -> None:
-    """After a page that ends before the next wanted key, a listing jumps to just before
-    that key (`d/b` for `d/b1`), past `d/a5`: inside a folder a delete removes whole, it
-    goes on from the page's last key instead."""
-    keys = ["d/a0", "d/a1", "d/a2", "d/a3", "d/a4", "d/a5", "d/b1"]
-    wanted = [*keys[:4], "d/b1"]
-    jumping = FakeClient(keys, page=5)
-    list_run(jumping, "", "", wanted)
-    assert [r["StartAfter"] for r in jumping.requests] == ["d/a", "d/b"]  # d/a5 unseen
-
-    client = FakeClient(keys, page=5)
-    listed = Listed(frozenset({"d/"}))
-    found, _ = list_run(client, "", "", wanted, listed)
-    assert set(found) == set(wanted)
-    assert [r["StartAfter"] for r in client.requests] == ["d", "d/a4"]
-    assert listed.covers("d/")
-    assert listed.keys_under("d/") == keys
+# (what the range listings of a check see: tests/integration/test_apply_ranges_s3.py)
 
 
 @pytest.mark.parametrize(
@@ -164,37 +126,6 @@ def test_a_check_not_made_is_a_failure_and_a_lock_a_final_skip() -> None:
     assert (unread.outcome, unread.final) == (Outcome.FAILED, False)
     locked = outcome_for_check(Check(action).block(("legal hold: x.tmp", True)))
     assert (locked.outcome, locked.final) == (Outcome.SKIPPED, True)
-
-
-class _RangeStore:
-    """An S3 store as `list_states` sees it: a client, a bucket, a prefix; HEADs counted."""
-
-    url = "s3://b/"
-    bucket = "b"
-    prefix = ""
-
-    def __init__(self, client: FakeClient) -> None:
-        self._client = client
-        self.headed: list[str] = []
-
-    def head(self, keys: list[str]) -> dict[str, object]:
-        self.headed += keys
-        return {}
-
-
-def test_a_big_folder_deleted_whole_is_listed_by_one_run_without_heads() -> None:
-    """A sharded step of 3,000 files that a delete removes whole: parallel runs split the
-    keys by count, and one that started inside the folder listed it from its start (the
-    run before's keys), found few of its own and asked 2,000 HEADs. No run starts inside
-    such a folder now: the folder is listed page after page, and seen whole."""
-    big = [f"step-1/shard-{i:04d}" for i in range(3000)]
-    other = [f"step-2/shard-{i:04d}" for i in range(1500)]
-    store = _RangeStore(FakeClient([*big, *other]))
-    found, listed = list_states(store, sorted(big + other), 4, {"step-1/"})  # type: ignore[arg-type]
-    assert len(found) == 4500
-    assert store.headed == []
-    assert listed.covers("step-1/")
-    assert len(store._client.requests) <= 6
 
 
 def test_runs_are_split_at_folder_ends_only_inside_whole_deletes() -> None:
