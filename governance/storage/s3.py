@@ -167,7 +167,9 @@ class S3Store:
             max_concurrency=transfer_threads,
         )
         config = Config(
-            retries={"mode": "standard", "max_attempts": max_attempts},
+            # total_max_attempts counts the first request; botocore's "max_attempts" does not
+            # (it made max_attempts 1 send twice)
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
             max_pool_connections=concurrency + transfer_threads,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,

@@ -147,7 +147,6 @@ def test_a_postgresql_host_that_never_answers_is_an_error_not_a_hang(
     """A host that accepts the connection and never answers: libpq would wait for ever (a
     nightly job hung there blocks every later one); the catalog is refused in words."""
     import socket
-    import time
 
     pytest.importorskip("psycopg")
     import governance.catalog.engine as engine_module
@@ -156,10 +155,8 @@ def test_a_postgresql_host_that_never_answers_is_an_error_not_a_hang(
     monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
     with socket.create_server(("127.0.0.1", 0)) as silent:
         port = silent.getsockname()[1]
-        start = time.monotonic()
-        with pytest.raises(CatalogError, match="timeout"):
+        with pytest.raises(CatalogError, match="timeout"):  # (without one: a hang)
             open_engine(f"postgresql+psycopg://govern@127.0.0.1:{port}/catalog")
-        assert time.monotonic() - start < 20
 
 
 def _open_at_once(url: str, start: Any, out: Any) -> None:
