@@ -154,9 +154,13 @@ def normalize_url(url: str) -> str:
                 f"storage URL {url!r}: {bucket!r} is not a valid bucket name: {problem}"
             )
         # (a leading '/' is kept: in a bucket it is a byte of the key, and keys such as
-        # `/abs/a` exist; dropping it named another root, which listed nothing)
-        prefix = prefix.rstrip("/")
-        return f"{scheme}://{bucket}/{prefix + '/' if prefix else ''}"
+        # `/abs/a` exist; dropping it named another root, which listed nothing. Nor are
+        # trailing ones dropped but the folder's own: `s3://b//` is the keys under `/`,
+        # and `s3://b/runs//` those under `runs//`; stripped, each named a wider root,
+        # the whole bucket or all of `runs/`, that a plan would then act on)
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return f"{scheme}://{bucket}/{prefix}"
     userinfo, at, _ = rest.partition("/")[0].rpartition("@")
     if at and ":" in userinfo:
         # a root's URL is stored in the catalog and printed in every report and URI

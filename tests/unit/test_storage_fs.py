@@ -61,6 +61,10 @@ def memory_root() -> Iterator[str]:
         ("s3://bucket/", "s3://bucket/"),
         ("s3://bucket/runs/a", "s3://bucket/runs/a/"),
         ("s3://bucket/runs/a/", "s3://bucket/runs/a/"),
+        # slashes are bytes of a key: never dropped, or a root would name a wider one
+        ("s3://bucket//", "s3://bucket//"),  # keys under "/", not the whole bucket
+        ("s3://bucket//abs", "s3://bucket//abs/"),
+        ("s3://bucket/runs//", "s3://bucket/runs//"),  # not all of runs/
         ("s3a://bucket/x", "s3://bucket/x/"),
         ("S3://bucket/x", "s3://bucket/x/"),
         ("gs://bucket/p", "gs://bucket/p/"),
@@ -483,7 +487,8 @@ def test_a_leading_slash_of_an_s3_prefix_is_part_of_it() -> None:
     """In a bucket `/` is a byte of the key: `s3://b//abs/` names the keys under `/abs/`
     (dropped, it named `abs/`, another root, which listed nothing)."""
     assert normalize_url("s3://bkt//abs") == "s3://bkt//abs/"
-    assert normalize_url("s3://bkt/abs//") == "s3://bkt/abs/"
+    # so are trailing ones but the folder's own: `abs//` is not all of `abs/`
+    assert normalize_url("s3://bkt/abs//") == "s3://bkt/abs//"
     assert normalize_url("s3a://bkt") == "s3://bkt/"
 
 
