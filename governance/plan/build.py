@@ -195,6 +195,51 @@ def _versioning_notes(
     return notes
 
 
+S3_KEY_MAX_BYTES = 1024
+"""S3's longest object key, in UTF-8 bytes."""
+_REMOVES = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE})
+
+
+def _keys_too_long_to_quarantine(
+    policy: Policy, plan_id: str, actions: Iterable[PlannedAction]
+) -> list[str]:
+    """One note per S3 root with objects whose quarantine copy's key would pass S3's
+    1,024 bytes (the copy's key adds the quarantine folder, the plan id and the root's
+    bucket and prefix to the object's): apply fails their actions, and they stay."""
+    from governance.apply.actions import quarantine_key
+
+    limits: dict[str, int] = {}  # root -> the longest key (bytes) that can be quarantined
+    found: dict[str, list[str]] = {}
+    for a in actions:
+        if a.action not in _REMOVES and not (a.action is ActionType.ARCHIVE and a.dest_url):
+            continue
+        root = a.artifact.root_url
+        limit = limits.get(root)
+        if limit is None:
+            where = policy.apply.quarantine_url_for(root)
+            if not where.startswith("s3://"):
+                limit = limits[root] = S3_KEY_MAX_BYTES * 4  # (not a bucket: no such limit)
+            else:
+                folder = where.split("://", 1)[1].partition("/")[2]
+                if folder and not folder.endswith("/"):
+                    folder += "/"
+                overhead = len((folder + quarantine_key(plan_id, root, "")).encode())
+                limit = limits[root] = S3_KEY_MAX_BYTES - overhead
+        for o in a.objects:
+            # (a character is at most 4 bytes: most keys are settled without encoding)
+            if len(o.key) * 4 > limit and len(o.key.encode()) > limit:
+                found.setdefault(root, []).append(o.key)
+    return [
+        f"root {root}: {counted(len(keys), 'object')} (first {keys[0]}) with a key over "
+        f"{limits[root]:,} bytes cannot be quarantined: the copy's key adds "
+        f"{S3_KEY_MAX_BYTES - limits[root]:,} bytes under "
+        f"{policy.apply.quarantine_url_for(root)} and S3 keys are at most "
+        f"{S3_KEY_MAX_BYTES:,}; apply fails their actions and leaves them (delete_mode "
+        "versioned, on a bucket with versioning, removes them without a copy)"
+        for root, keys in sorted(found.items())
+    ]
+
+
 def _unmeasured_note(root: str, rule: str, tier: str, metric: str, runs: list[Unmeasured]) -> str:
     """One note per root, rule, tier and metric: how many runs report no such metric, with
     the first of them and what it reports instead (often the same metric's other name)."""
@@ -405,6 +450,8 @@ def _build(
         else set()
     )
     notes += _versioning_notes(policy.apply.delete_mode, versioning, removing, copying)
+    if policy.apply.delete_mode == "quarantine" and removing:
+        notes += _keys_too_long_to_quarantine(policy, plan_id, actions)
     if policy.dedupe is not None:
         notes.append(DEDUPE_NOT_PLANNED)
     if policy.approval.mode == "notice":
