@@ -86,10 +86,16 @@ def _encryption(head: Mapping[str, Any]) -> Encryption | None:
     return Encryption(algorithm, head.get("SSEKMSKeyId"), bool(head.get("BucketKeyEnabled")))
 
 
+_KMS = ("aws:kms", "aws:kms:dsse")
+
+
 def _encryption_args(encryption: Encryption | None) -> dict[str, Any]:
-    """What a copy names to be encrypted as `encryption` says (nothing: as the bucket's
-    default, which is what a store that says none does)."""
-    if encryption is None:
+    """What a copy names to be encrypted as the object is: its KMS key (a key of its own,
+    which the destination's default would lose). SSE-S3 (AES256, which S3 reports of
+    every object without a KMS key) is not named: the destination bucket's default then
+    applies, which is never weaker, and may be a KMS key that a quarantine or archive
+    bucket was set up with; a store that says nothing gets nothing named either."""
+    if encryption is None or encryption.algorithm not in _KMS:
         return {}
     args: dict[str, Any] = {"ServerSideEncryption": encryption.algorithm}
     if encryption.kms_key_id:
@@ -506,9 +512,9 @@ class S3Store:
         class.
 
         On one endpoint the copy is server-side, of the object one HEAD just saw: its
-        encryption named (S3 encrypts a copy that does not name it as the destination
+        KMS key named (S3 encrypts a copy that does not name one as the destination
         bucket's default: an object under a KMS key of its own would lose it, a
-        transition in place included), its class kept when none is asked for (S3 would
+        transition in place included; SSE-S3 is left to that default), its class kept when none is asked for (S3 would
         make the copy STANDARD), and the copy made only if its ETag still is the one
         seen (CopySourceIfMatch); an object whose size is not `size` any more is not
         copied (it changed since the caller checked it). One CopyObject within the 5 GiB

@@ -53,7 +53,7 @@ def put_kms(client: Any, bucket: str, key: str, arn: str, body: bytes = b"w" * 3
     stored.last_modified = (datetime.now(UTC) - timedelta(days=10)).replace(tzinfo=None)
 
 
-def test_a_copy_keeps_a_kms_key_and_an_aes256_object_stays_aes256(
+def test_a_copy_keeps_a_kms_key_and_an_sse_s3_object_takes_the_destinations_default(
     moto_server: str, s3_client: Any, s3_bucket: str, kms_key: str
 ) -> None:
     put_kms(s3_client, s3_bucket, "runs/a/model.pt", kms_key)
@@ -71,8 +71,24 @@ def test_a_copy_keeps_a_kms_key_and_an_aes256_object_stays_aes256(
     dest = S3Store(f"s3://{other}/", endpoint_url=moto_server)
     assert store.copy("runs/a/model.pt", dest, "q/model.pt", "STANDARD", size=300).ok
     assert encryption(s3_client, other, "q/model.pt") == kms_before
+    # an SSE-S3 object copied into a bucket whose default is a KMS key takes that key
+    # (naming AES256 would have overridden it: a quarantine bucket set up for KMS)
+    s3_client.put_bucket_encryption(
+        Bucket=other,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "ApplyServerSideEncryptionByDefault": {
+                        "SSEAlgorithm": "aws:kms",
+                        "KMSMasterKeyID": kms_key,
+                    }
+                }
+            ]
+        },
+    )
     assert store.copy("runs/a/opt.pt", dest, "q/opt.pt", "STANDARD", size=10).ok
-    assert encryption(s3_client, other, "q/opt.pt")["ServerSideEncryption"] == "AES256"
+    after = encryption(s3_client, other, "q/opt.pt")
+    assert (after["ServerSideEncryption"], after["SSEKMSKeyId"]) == ("aws:kms", kms_key)
     # a transition in place (a copy onto itself in another class) keeps the key too
     assert store.copy("runs/a/model.pt", store, "runs/a/model.pt", "GLACIER_IR", size=300).ok
     head = s3_client.head_object(Bucket=s3_bucket, Key="runs/a/model.pt")
