@@ -123,10 +123,10 @@ def derive_again(conn: Connection, root_urls: Iterable[str]) -> None:
 
 
 def recently_restored(
-    conn: Connection, root_url: str, since: datetime, until: datetime
+    conn: Connection, root_url: str, since: datetime
 ) -> list[tuple[str, datetime, str]]:
     """(key, when, plan id) of each object of the root that `govern restore` brought back
-    after `since` and before `until`, newest restore first: what the planner protects for
+    after `since`, newest restore first: what the planner protects for
     `protect.restored_for` (`protect.RestoredKeys`). Restored rows are few: the purge
     index's `state` narrows the read to them."""
     rows = _RO.c
@@ -136,7 +136,6 @@ def recently_restored(
             rows.state == "restored",
             rows.root_url == root_url,
             rows.restored_at > since,
-            rows.restored_at < until,
         )
         .order_by(rows.restored_at.desc(), rows.key)
     )

@@ -394,17 +394,17 @@ def protector_for(
     restored: Sequence[tuple[str, datetime, str]] = (),
 ) -> Protector:
     """The root's Protector: a `HeldProtector` when it has links (pairs of link key and
-    target key) pointing inside it, or objects restored within `protect.restored_for`
-    before `as_of` (key, when, plan id), else the plain one (no cost per artifact)."""
+    target key) pointing inside it, or objects restored less than `protect.restored_for`
+    before `as_of`, or after it (key, when, plan id), else the plain one (no cost per
+    artifact)."""
     held: list[Held] = []
     if links:
         held.append(LinkTargets(links))
+    # Within restored_for before as_of, or after it: a plan as of a past time still acts
+    # on storage as it is now, which a restore since has changed (the hold ends
+    # restored_for after the restore, as a plan as of a later time sees).
     since = as_of - protect.restored_for
-    recent = RestoredKeys(
-        # (a plan's as_of is to the second: a restore within that second is before it)
-        ((k, w, p) for k, w, p in restored if since < w and w.replace(microsecond=0) <= as_of),
-        protect.restored_for,
-    )
+    recent = RestoredKeys(((k, w, p) for k, w, p in restored if since < w), protect.restored_for)
     if recent:
         held.append(recent)
     if not held:

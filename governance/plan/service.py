@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
@@ -141,15 +141,13 @@ def _archives_bests(policy: Policy) -> bool:
 def _restored(
     engine: Engine, url: str, policy: Policy, as_of: datetime
 ) -> tuple[tuple[str, datetime, str], ...]:
-    """What `govern restore` brought back at the root within `protect.restored_for` of
-    `as_of` (the planner protects it)."""
+    """What `govern restore` brought back at the root less than `protect.restored_for`
+    before `as_of`, or since (the planner protects it: see `protect.protector_for`)."""
     keep_for = policy.protect.restored_for
     if not keep_for:
         return ()
     with engine.connect() as conn:
-        # (as_of is to the second: a restore within that second came before it)
-        until = as_of.replace(microsecond=0) + timedelta(seconds=1)
-        return tuple(recently_restored(conn, url, as_of - keep_for, until))
+        return tuple(recently_restored(conn, url, as_of - keep_for))
 
 
 def _versioning(store: Store | None) -> bool | None:

@@ -32,6 +32,10 @@ def test_a_restored_checkpoint_is_kept_until_restored_for_is_up(tmp_path: Path) 
     assert why.exit_code == 0, why.stderr
     assert f"restored from plan {first['plan_id']}" in why.stdout
 
+    # a plan as of a past time acts on storage as it is now, restore included
+    earlier = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert doomed not in actions_by(setup.plan("--no-scan", as_of=earlier), base)
+
     # a month on (past the 30 days), the policy decides again: the same delete
     later = (datetime.now(UTC) + timedelta(days=31)).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert actions_by(setup.plan("--no-scan", as_of=later), base)[doomed] == ["delete"]
