@@ -57,7 +57,7 @@ from governance.apply.types import (
 )
 from governance.catalog.plans import load_plan_header, planned_classes
 from governance.catalog.removals import revive
-from governance.errors import ArgumentError
+from governance.errors import ArgumentError, RefusedError
 from governance.storage.base import KeyResult, ObjectState, Store
 from governance.wording import counted
 
@@ -88,17 +88,33 @@ def restore_plan(
             dict(r)
             for r in conn.execute(
                 select(O)
-                .where(and_(O.c.plan_id == plan_id, O.c.state.in_(STATES)))
+                .where(and_(O.c.plan_id == plan_id, O.c.state.in_((*STATES, "pending"))))
                 .order_by(O.c.id)
             ).mappings()
         ]
     wanted = [_as_url(u) for u in uris]
-    if not rows and not wanted and note is not None:
-        note(_removed_nothing(plan_id, header.status.value))
     if wanted:
         rows = [r for r in rows if _matches(r, wanted)]
+    pending = [r for r in rows if r["state"] == "pending"]
+    rows = [r for r in rows if r["state"] != "pending"]
+    if pending:
+        # An apply stopped between its removals and their record: some of these may be
+        # gone already, unrecorded; only finishing that apply records (and keeps) them.
+        interrupted = (
+            f"plan {plan_id}: an apply of it did not finish: "
+            f"{counted(len(pending), 'object')} it was removing "
+            f"{'is' if len(pending) == 1 else 'are'} not recorded as removed yet (some may be "
+            f"gone already); `govern apply {plan_id}` finishes it, then `govern restore "
+            f"{plan_id}` brings back what it removed"
+        )
         if not rows:
-            raise ArgumentError(f"plan {plan_id}: nothing removed under {', '.join(uris)}")
+            raise RefusedError(interrupted)
+        if note is not None:
+            note(interrupted)
+    if not rows and not wanted and note is not None:
+        note(_removed_nothing(plan_id, header.status.value))
+    if wanted and not rows:
+        raise ArgumentError(f"plan {plan_id}: nothing removed under {', '.join(uris)}")
     already = [r for r in rows if r["state"] == "restored"]
     rows = [r for r in rows if r["state"] != "restored"]
     if already and note is not None:

@@ -170,6 +170,15 @@ def test_a_kill_between_delete_and_record_is_recovered_from_the_journal(
     assert count(setup, "SELECT count(*) FROM action_results") == 0  # ...unrecorded
     assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 90
     assert count(setup, "SELECT count(*) FROM apply_locks") == 0
+    # restore now would find nothing recorded as removed: it says what happened and
+    # what to do (it said the plan "has not been applied", exit 0), and restores nothing
+    early = setup.restore(plan_id, code=3)
+    assert early.stderr.strip() == (
+        f"error: plan {plan_id}: an apply of it did not finish: 90 objects it was removing "
+        "are not recorded as removed yet (some may be gone already); `govern apply "
+        f"{plan_id}` finishes it, then `govern restore {plan_id}` brings back what it removed"
+    )
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 90
 
     report = apply_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=opener)
     engine.dispose()
