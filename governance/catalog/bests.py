@@ -22,6 +22,7 @@ from sqlmodel import Field, SQLModel
 
 from governance.catalog.execution_tables import ActionResultRow
 from governance.catalog.roots import root_ids
+from governance.catalog.tables import PlanRow
 from governance.plan.tiers import ArchivedBest
 from governance.plan.types import BestArchived
 
@@ -46,6 +47,7 @@ class BestArchivedRow(SQLModel, table=True):
 
 _B = BestArchivedRow.__table__  # type: ignore[attr-defined]
 _R = ActionResultRow.__table__  # type: ignore[attr-defined]
+_P = PlanRow.__table__  # type: ignore[attr-defined]
 
 
 def record_bests(
@@ -81,14 +83,15 @@ def archived_bests(engine: Engine, root_id: int) -> dict[str, dict[tuple[str, st
         _R.c.plan_id == b.plan_id, _R.c.action_id == b.action_id, _R.c.outcome == "ok"
     )
     query = (
-        select(b.run_key, b.metric, b.mode, b.value, b.step, b.key, b.plan_id)
+        select(b.run_key, b.metric, b.mode, b.value, b.step, b.key, b.plan_id, _P.c.as_of)
+        .join(_P, _P.c.plan_id == b.plan_id)
         .where(b.root_id == root_id, done)
         .order_by(b.id)
     )
     out: dict[str, dict[tuple[str, str], ArchivedBest]] = {}
     with engine.connect() as conn:
-        for run_key, metric, mode, value, step, key, plan in conn.execute(query):
-            mine = ArchivedBest(float(value), step, str(key), str(plan))
+        for run_key, metric, mode, value, step, key, plan, as_of in conn.execute(query):
+            mine = ArchivedBest(float(value), step, str(key), str(plan), as_of)
             held = out.setdefault(str(run_key), {})
             before = held.get((metric, mode))
             if before is None or _rank(mine, mode) >= _rank(before, mode):

@@ -546,6 +546,11 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
 def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None) -> None:
     assert rule.tiers is not None
     archived = ctx.decider.archived_bests.get(run.key) if run is not None else None
+    if archived and members:
+        # only while the run holds a checkpoint as old as the plan that archived its
+        # best: a run all newer is another one in the same folder, not compared with it
+        oldest = min(ctx.written[id(d.artifact)] for d in members)
+        archived = {k: v for k, v in archived.items() if oldest <= v.since} or None
     outcome = tiering.select(
         rule.tiers,
         [d.artifact for d in members],

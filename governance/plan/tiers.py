@@ -289,6 +289,8 @@ class ArchivedBest(NamedTuple):
     step: int | None
     key: str
     plan_id: str
+    since: datetime  # the archiving plan's as_of: a run none of whose checkpoints is
+    # older is another run in the same folder (a rerun into one output_dir): not compared
 
 
 ArchivedBests = Mapping[tuple[str, str], ArchivedBest]
@@ -443,7 +445,7 @@ def select(
                 assert tier.max_age is not None
                 line = f"not selected: older than max_age {format_duration(tier.max_age)}"
             else:
-                line = "not selected: " + _why_not(tier, c, run)
+                line = "not selected: " + _why_not(tier, c, run, archived)
             out.trace.setdefault(c.key, []).append((tier.name, line))
     return out
 
@@ -460,7 +462,9 @@ def _within(
     return [c for c in checkpoints if at[id(c)] >= cutoff]
 
 
-def _why_not(tier: Tier, c: Artifact, run: Run | None) -> str:
+def _why_not(
+    tier: Tier, c: Artifact, run: Run | None, archived: ArchivedBests | None = None
+) -> str:
     """Each keep key of the tier that passed this checkpoint over, briefly."""
     parts: list[str] = []
     if tier.keep_last is not None:
@@ -478,5 +482,12 @@ def _why_not(tier: Tier, c: Artifact, run: Run | None) -> str:
         completed = run is not None and run.status is RunStatus.COMPLETED
         parts.append("not the final checkpoint" if completed else "run is not completed (no final)")
     if "best" in tier.keep and tier.best_metric is not None:
-        parts.append(f"not the best by {tier.best_metric.name}")
+        metric = tier.best_metric
+        gone = archived.get((metric.name, metric.mode)) if archived else None
+        parts.append(
+            f"not the best by {metric.name}"
+            if gone is None
+            else f"not the best by {metric.name}: {gone.key} ({gone.value:g}), archived away by "
+            f"plan {gone.plan_id}, is"
+        )
     return "; ".join(parts)

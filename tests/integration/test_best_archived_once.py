@@ -5,6 +5,8 @@ local disk, on each catalog backend (SQLite file, PostgreSQL when configured).""
 
 from __future__ import annotations
 
+import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.catalogs import catalog_url  # noqa: F401  (fixture)
@@ -76,3 +78,26 @@ def test_a_best_archived_by_a_plan_not_applied_is_the_best_still(
     setup.plan()  # never applied
     again = setup.plan()
     assert actions_by(again, base)[f"{RUN}checkpoint-400/"] == ["archive"]
+
+
+def test_a_new_run_in_the_same_folder_is_not_compared_with_the_old_runs_best(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """The folder wiped and a new run trained into it (one output_dir, run again): its
+    best (worse than the old run's archived one) was neither archived nor kept, and
+    `otherwise: delete` removed it. A run with no checkpoint as old as the archiving
+    plan is another run: its best is archived as any run's."""
+    setup, base, _ = _setup(tmp_path, catalog_url)
+    first = setup.plan()
+    setup.apply(first["plan_id"])
+    storage = tmp_path / "storage"
+    shutil.rmtree(storage / "runs")
+    later = datetime.now(UTC) + timedelta(hours=1)
+    # the new run's best is step 300, eval_loss 1.5 + 0.1 (the old best was 1.5)
+    hf_run(local_writer(storage), RUN, steps=(100, 200, 300, 400, 500), best_step=300,
+           finished=True, start=later)  # fmt: skip
+    as_of = (datetime.now(UTC) + timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    acts = actions_by(setup.plan(as_of=as_of), base)
+    assert acts[f"{RUN}checkpoint-300/"] == ["archive"]
+    assert acts[f"{RUN}checkpoint-100/"] == ["delete"]

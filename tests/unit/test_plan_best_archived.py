@@ -6,14 +6,17 @@ it archives away (`Plan.bests_archived`), and none it keeps in place."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from governance.model.types import Group
+from governance.plan.decide import TracedDecision, decide_group
 from governance.plan.tiers import ArchivedBest, best_scored
 from governance.plan.types import Plan
 from tests.unit.plan_factories import (
+    AS_OF,
     ROOT,
     checkpoint,
     group,
@@ -64,7 +67,7 @@ def run_of(losses: dict[int, float]) -> Group:
 def archived(
     value: float, step: int | None = 400
 ) -> dict[str, dict[tuple[str, str], ArchivedBest]]:
-    gone = ArchivedBest(value, step, f"runs/x/checkpoint-{step}/", "p-0")
+    gone = ArchivedBest(value, step, f"runs/x/checkpoint-{step}/", "p-0", AS_OF)
     return {"runs/x/": {("eval_loss", "min"): gone}}
 
 
@@ -125,3 +128,31 @@ def test_a_checkpoint_is_archived_as_best_only_if_it_beats_the_archived_best(
     beats = best_value <= gone  # (a tie: every step here is newer than the archived 1)
     expected = {f"{ROOT}runs/x/checkpoint-{best_step}/"} if beats else set()
     assert archives(plan) == expected
+
+
+def test_a_run_newer_than_the_archiving_plan_is_another_run_and_not_compared() -> None:
+    """A rerun into the same folder (the run wiped, a new one written): none of its
+    checkpoints is as old as the plan that archived the old run's best. Compared with
+    that best, its own was neither archived nor kept, and `otherwise: delete` took it."""
+    x = run_of({500: 2.0, 600: 1.8, 700: 2.5})  # written 33-35 days before AS_OF
+    old_run = {
+        "runs/x/": {
+            ("eval_loss", "min"): ArchivedBest(
+                1.0, 400, "runs/x/checkpoint-400/", "p-0", AS_OF - timedelta(days=60)
+            )
+        }
+    }
+    plan = make_plan([replace(snapshot([x]), archived_bests=old_run)], POLICY)
+    assert archives(plan) == {f"{ROOT}runs/x/checkpoint-600/"}
+
+
+def test_explain_names_the_archived_best_that_keeps_the_tier_from_choosing() -> None:
+    x = run_of({500: 2.0, 600: 1.8, 700: 2.5})
+    result = decide_group(x, ROOT, True, POLICY, AS_OF, trace=True, archived_bests=archived(1.5))
+    [d] = [d for d in result.decisions if d.artifact.step == 600]
+    assert isinstance(d, TracedDecision)
+    assert (
+        "best",
+        "not selected: not the best by eval_loss: runs/x/checkpoint-400/ (1.5), archived "
+        "away by plan p-0, is",
+    ) in d.tiers
