@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governance.model.types import Artifact, Group, RunStatus
+from governance.model.types import Artifact, RunStatus
 from governance.plan.decide import Decider
 from governance.plan.protect import HeldProtector, Protector, protector_for
 from tests.unit.plan_factories import (
@@ -24,24 +24,9 @@ from tests.unit.plan_factories import (
     policy,
     snapshot,
 )
+from tests.unit.test_plan_link_targets import STEPS, TIERS, run_x
 
-TIERS = policy(
-    """
-rules:
-  - name: checkpoints
-    select: {kind: checkpoint}
-    tiers:
-      - {name: recent, keep_last: 2}
-    otherwise: delete
-safety: {max_delete_fraction: 1}
-"""
-)
-STEPS = tuple(range(100, 1001, 100))
 PLAN = "p-20261201-093000-ab12"
-
-
-def run_x() -> Group:
-    return group("x", [checkpoint("runs/x/", s, age_days=30 - s / 100) for s in STEPS])
 
 
 Restore = tuple[str, datetime, str]
@@ -99,6 +84,7 @@ def test_the_group_shortcut_agrees_and_no_restore_costs_nothing() -> None:
     assert type(Decider(TIERS, AS_OF, ROOT, True).protector) is Protector
 
 
+@settings(deadline=None)  # (a plan per example: the first pays for warm-up)
 @given(
     picks=st.sets(st.sampled_from(STEPS), min_size=1, max_size=4),
     days_ago=st.floats(0.01, 29.9),
