@@ -95,17 +95,20 @@ def restore_plan(
     wanted = [_as_url(u) for u in uris]
     if wanted:
         rows = [r for r in rows if _matches(r, wanted)]
-    pending = [r for r in rows if r["state"] == "pending"]
-    rows = [r for r in rows if r["state"] != "pending"]
+    # An apply stopped between its removals and their record leaves them `pending`: some
+    # may be gone already, unrecorded. One into quarantine comes back as any other (its
+    # copy is checked; one still in place counts as back, and its copy is removed): the
+    # apply may not be able to finish (its approval expired since). A versioned delete's
+    # marker is not known until that apply records it.
+    pending = [r for r in rows if r["state"] == "pending" and r["mode"] != "quarantine"]
+    rows = [r for r in rows if r["state"] != "pending" or r["mode"] == "quarantine"]
     if pending:
-        # An apply stopped between its removals and their record: some of these may be
-        # gone already, unrecorded; only finishing that apply records (and keeps) them.
         interrupted = (
             f"plan {plan_id}: an apply of it did not finish: "
             f"{counted(len(pending), 'object')} it was removing "
             f"{'is' if len(pending) == 1 else 'are'} not recorded as removed yet (some may be "
-            f"gone already); `govern apply {plan_id}` finishes it, then `govern restore "
-            f"{plan_id}` brings back what it removed"
+            f"gone already); `govern apply {plan_id}` finishes it (while its approval "
+            f"holds), then `govern restore {plan_id}` brings back what it removed"
         )
         if not rows:
             raise RefusedError(interrupted)

@@ -170,15 +170,6 @@ def test_a_kill_between_delete_and_record_is_recovered_from_the_journal(
     assert count(setup, "SELECT count(*) FROM action_results") == 0  # ...unrecorded
     assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 90
     assert count(setup, "SELECT count(*) FROM apply_locks") == 0
-    # restore now would find nothing recorded as removed: it says what happened and
-    # what to do (it said the plan "has not been applied", exit 0), and restores nothing
-    early = setup.restore(plan_id, code=3)
-    assert early.stderr.strip() == (
-        f"error: plan {plan_id}: an apply of it did not finish: 90 objects it was removing "
-        "are not recorded as removed yet (some may be gone already); `govern apply "
-        f"{plan_id}` finishes it, then `govern restore {plan_id}` brings back what it removed"
-    )
-    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 90
 
     report = apply_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=opener)
     engine.dispose()
@@ -279,3 +270,28 @@ def test_ctrl_c_stops_after_the_batch_under_way_with_everything_journaled(
     assert report["plan_status"] == "applied"
     assert [e["status"] for e in report["executions"]] == ["interrupted", "interrupted", "applied"]
     assert count(setup, "SELECT count(DISTINCT action_id) FROM action_results") == 3 * PREFIXES
+
+
+def test_a_restore_brings_back_what_an_unfinished_apply_removed(tmp_path: Path) -> None:
+    """Killed between its deletes and their record, an apply left them `pending`; its
+    approval may expire before anyone finishes it (apply is then refused). Restore said
+    the plan "has not been applied" (exit 0) and restored nothing: it now brings back
+    what went into quarantine, as any removed object."""
+    setup, storage, plan_id = build(tmp_path)
+    before = sorted(p.relative_to(storage) for p in storage.rglob("*") if p.is_file())
+    opener = StoreOpener()
+    root = storage.as_uri() + "/"
+    dying = DiesAfterDelete(opener(root))
+    engine = setup.engine()
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(
+            engine, plan_id, actor="ops", now=datetime.now(UTC),
+            stores=lambda url: dying if normalize_url(url) == root else opener(url),
+        )  # fmt: skip
+    engine.dispose()
+    assert not any(p.is_file() for p in storage.rglob("*"))
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 90
+    restored = json.loads(setup.restore(plan_id).stdout)
+    assert (restored["restored"], restored["failed"]) == (90, 0)
+    assert sorted(p.relative_to(storage) for p in storage.rglob("*") if p.is_file()) == before
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'restored'") == 90
