@@ -40,7 +40,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
-from governance.apply.journal import CopiedInPlace, O, record_copies_in_place
+from governance.apply.journal import CopiedInPlace, O, live_apply, record_copies_in_place
 from governance.apply.modes import (
     class_for,
     delete_keys,
@@ -100,6 +100,22 @@ def restore_plan(
     # copy is checked; one still in place counts as back, and its copy is removed): the
     # apply may not be able to finish (its approval expired since). A versioned delete's
     # marker is not known until that apply records it.
+    # Never while an apply of the plan runs: its pending rows are removals in flight (a
+    # copy made, the delete about to be sent), and a restore that found the object still
+    # in place would remove the copy the object is about to depend on.
+    running = (
+        live_apply(engine, plan_id, now) if any(r["state"] == "pending" for r in rows) else None
+    )
+    if running is not None:
+        rows = [r for r in rows if r["state"] != "pending"]
+        busy = (
+            f"plan {plan_id} is being applied by {running}: what it is removing now can be "
+            "restored once it ends"
+        )
+        if not rows:
+            raise RefusedError(busy)
+        if note is not None:
+            note(busy)
     pending = [r for r in rows if r["state"] == "pending" and r["mode"] != "quarantine"]
     rows = [r for r in rows if r["state"] != "pending" or r["mode"] == "quarantine"]
     if pending:
