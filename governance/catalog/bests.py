@@ -9,7 +9,7 @@ value (`tiers.best_scored`): only a better checkpoint is the run's best again.
 
     record_bests(conn, {"s3://b/": [BestArchived("runs/a/", "eval_loss", "min", 0.2, 900,
                                                  "runs/a/checkpoint-900/", action)]}, "p-1")
-    archived_bests(engine, root_id)  # {"runs/a/": {("eval_loss", "min"): ArchivedBest(...)}}
+    archived_bests(engine, root_id)  # {"runs/a/": [(("eval_loss", "min"), ArchivedBest(...))]}
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlmodel import Field, SQLModel
 from governance.catalog.execution_tables import ActionResultRow
 from governance.catalog.roots import root_ids
 from governance.catalog.tables import PlanRow
-from governance.plan.tiers import ArchivedBest
+from governance.plan.tiers import ArchivedBest, ArchivedRecord
 from governance.plan.types import BestArchived
 
 
@@ -75,9 +75,11 @@ def record_bests(
         conn.execute(_B.insert(), rows)  # executemany
 
 
-def archived_bests(engine: Engine, root_id: int) -> dict[str, dict[tuple[str, str], ArchivedBest]]:
-    """By run key and (metric, mode), the best checkpoint applied plans archived away
-    from the root: of several, the best value (a tie: the higher step, the later plan)."""
+def archived_bests(engine: Engine, root_id: int) -> dict[str, list[ArchivedRecord]]:
+    """By run key, every best checkpoint applied plans archived away from the root, with
+    its (metric, mode), oldest first: the planner keeps those of the run it plans (one
+    trained into the same folder since is another) and compares with the best of them
+    (`tiers.archived_of_run`)."""
     b = _B.c
     done = exists().where(
         _R.c.plan_id == b.plan_id, _R.c.action_id == b.action_id, _R.c.outcome == "ok"
@@ -88,17 +90,9 @@ def archived_bests(engine: Engine, root_id: int) -> dict[str, dict[tuple[str, st
         .where(b.root_id == root_id, done)
         .order_by(b.id)
     )
-    out: dict[str, dict[tuple[str, str], ArchivedBest]] = {}
+    out: dict[str, list[ArchivedRecord]] = {}
     with engine.connect() as conn:
         for run_key, metric, mode, value, step, key, plan, as_of in conn.execute(query):
-            mine = ArchivedBest(float(value), step, str(key), str(plan), as_of)
-            held = out.setdefault(str(run_key), {})
-            before = held.get((metric, mode))
-            if before is None or _rank(mine, mode) >= _rank(before, mode):
-                held[(metric, mode)] = mine
+            best = ArchivedBest(float(value), step, str(key), str(plan), as_of)
+            out.setdefault(str(run_key), []).append(((str(metric), str(mode)), best))
     return out
-
-
-def _rank(best: ArchivedBest, mode: str) -> tuple[float, int]:
-    sign = 1.0 if mode == "max" else -1.0
-    return (sign * best.value, -1 if best.step is None else best.step)

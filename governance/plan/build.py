@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain, islice, pairwise, repeat
@@ -31,7 +31,7 @@ from governance.plan.decide import Decider, Unmeasured
 from governance.plan.fingerprint import fingerprint
 from governance.plan.limits import refusal
 from governance.plan.selectors import storage_class_of
-from governance.plan.tiers import ArchivedBests
+from governance.plan.tiers import ArchivedRecord
 from governance.plan.totals import Left, Totals, summarize
 from governance.plan.types import (
     WHAT_IF_MARGIN,
@@ -76,9 +76,9 @@ class RootSnapshot:
     # What `govern restore` brought back at this root lately: (key, when, plan id), each
     # protected for `protect.restored_for` from its restore.
     restored: tuple[tuple[str, datetime, str], ...] = ()
-    # By run key, the bests applied plans archived to another location (`ArchivedBest`):
-    # what is left of the run is compared with them.
-    archived_bests: Mapping[str, ArchivedBests] = field(default_factory=dict)
+    # By run key, the bests applied plans archived to another location, with their
+    # (metric, mode): what is left of the run is compared with them (`archived_of_run`).
+    archived_bests: Mapping[str, Sequence[ArchivedRecord]] = field(default_factory=dict)
 
 
 def _action_sort_key(a: PlannedAction) -> tuple[str, str, int, str]:

@@ -545,12 +545,13 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
 
 def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None) -> None:
     assert rule.tiers is not None
-    archived = ctx.decider.archived_bests.get(run.key) if run is not None else None
-    if archived and members:
-        # only while the run holds a checkpoint as old as the plan that archived its
-        # best: a run all newer is another one in the same folder, not compared with it
+    records = ctx.decider.archived_bests.get(run.key) if run is not None else None
+    archived: tiering.ArchivedBests | None = None
+    if records and members:
+        # only the bests archived while the run held a checkpoint it holds now: a run
+        # all newer is another one trained into the same folder, not compared with them
         oldest = min(ctx.written[id(d.artifact)] for d in members)
-        archived = {k: v for k, v in archived.items() if oldest <= v.since} or None
+        archived = tiering.archived_of_run(records, oldest) or None
     outcome = tiering.select(
         rule.tiers,
         [d.artifact for d in members],
@@ -883,10 +884,10 @@ class Decider:
         classes: bool,
         links: Sequence[tuple[str, str]] = (),
         restored: Sequence[tuple[str, datetime, str]] = (),
-        archived_bests: Mapping[str, tiering.ArchivedBests] | None = None,
+        archived_bests: Mapping[str, Sequence[tiering.ArchivedRecord]] | None = None,
     ) -> None:
         self.policy = policy
-        self.archived_bests: Mapping[str, tiering.ArchivedBests] = archived_bests or {}
+        self.archived_bests: Mapping[str, Sequence[tiering.ArchivedRecord]] = archived_bests or {}
         self.as_of = as_of
         self.root_url = root_url
         self.classes = classes
@@ -1077,7 +1078,7 @@ def decide_group(
     trace: bool = False,
     links: Sequence[tuple[str, str]] = (),
     restored: Sequence[tuple[str, datetime, str]] = (),
-    archived_bests: Mapping[str, tiering.ArchivedBests] | None = None,
+    archived_bests: Mapping[str, Sequence[tiering.ArchivedRecord]] | None = None,
 ) -> GroupResult:
     """Decide every artifact of one group; memory is bounded by the group."""
     decider = Decider(policy, as_of, root_url, classes, links, restored, archived_bests)

@@ -295,6 +295,28 @@ class ArchivedBest(NamedTuple):
 
 ArchivedBests = Mapping[tuple[str, str], ArchivedBest]
 """One run's archived bests by (metric, mode)."""
+ArchivedRecord = tuple[tuple[str, str], ArchivedBest]
+"""One archived best as the catalog records it: ((metric, mode), the best)."""
+
+
+def archived_of_run(records: Sequence[ArchivedRecord], oldest: datetime) -> ArchivedBests:
+    """Of the bests recorded for a run's folder (oldest first), those of the run planned
+    now, whose `oldest` complete checkpoint is no newer than the archiving plan (one all
+    newer is another run trained into the same folder), and of those the best by each
+    (metric, mode): the best value, a tie to the higher step, then the later record."""
+    out: dict[tuple[str, str], ArchivedBest] = {}
+    for (metric, mode), best in records:
+        if oldest > best.since:
+            continue
+        held = out.get((metric, mode))
+        if held is None or _rank(best, mode) >= _rank(held, mode):
+            out[(metric, mode)] = best
+    return out
+
+
+def _rank(best: ArchivedBest, mode: str) -> tuple[float, int]:
+    sign = 1.0 if mode == "max" else -1.0
+    return (sign * best.value, -1 if best.step is None else best.step)
 
 
 def best_scored(

@@ -6,14 +6,14 @@ it archives away (`Plan.bests_archived`), and none it keeps in place."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governance.model.types import Group
 from governance.plan.decide import TracedDecision, decide_group
-from governance.plan.tiers import ArchivedBest, best_scored
+from governance.plan.tiers import ArchivedBest, ArchivedRecord, archived_of_run, best_scored
 from governance.plan.types import Plan
 from tests.unit.plan_factories import (
     AS_OF,
@@ -55,10 +55,10 @@ def run_of(losses: dict[int, float]) -> Group:
 
 
 def archived(
-    value: float, step: int | None = 400
-) -> dict[str, dict[tuple[str, str], ArchivedBest]]:
-    gone = ArchivedBest(value, step, f"runs/x/checkpoint-{step}/", "p-0", AS_OF)
-    return {"runs/x/": {("eval_loss", "min"): gone}}
+    value: float, step: int | None = 400, since: datetime = AS_OF
+) -> dict[str, list[ArchivedRecord]]:
+    gone = ArchivedBest(value, step, f"runs/x/checkpoint-{step}/", "p-0", since)
+    return {"runs/x/": [(("eval_loss", "min"), gone)]}
 
 
 def archives(plan: Plan) -> set[str]:
@@ -88,10 +88,12 @@ def test_the_best_of_what_is_left_is_archived_only_when_it_beats_the_archived_on
 
 def test_a_tie_goes_to_the_newer_as_the_spec_says() -> None:
     left = [checkpoint("runs/x/", s, metrics={"eval_loss": 1.5}) for s in (300, 500)]
-    newer = best_scored(left, "eval_loss", "min", archived=archived(1.5, step=400)["runs/x/"])
+    newer = best_scored(left, "eval_loss", "min", archived=dict(archived(1.5, step=400)["runs/x/"]))
     assert newer is not None
     assert newer[0].step == 500
-    older = best_scored(left[:1], "eval_loss", "min", archived=archived(1.5, step=400)["runs/x/"])
+    older = best_scored(
+        left[:1], "eval_loss", "min", archived=dict(archived(1.5, step=400)["runs/x/"])
+    )
     assert older is None
 
 
@@ -126,13 +128,7 @@ def test_a_run_newer_than_the_archiving_plan_is_another_run_and_not_compared() -
     checkpoints is as old as the plan that archived the old run's best. Compared with
     that best, its own was neither archived nor kept, and `otherwise: delete` took it."""
     x = run_of({500: 2.0, 600: 1.8, 700: 2.5})  # written 33-35 days before AS_OF
-    old_run = {
-        "runs/x/": {
-            ("eval_loss", "min"): ArchivedBest(
-                1.0, 400, "runs/x/checkpoint-400/", "p-0", AS_OF - timedelta(days=60)
-            )
-        }
-    }
+    old_run = archived(1.0, since=AS_OF - timedelta(days=60))
     plan = make_plan([replace(snapshot([x]), archived_bests=old_run)], POLICY)
     assert archives(plan) == {f"{ROOT}runs/x/checkpoint-600/"}
 
@@ -147,3 +143,19 @@ def test_explain_names_the_archived_best_that_keeps_the_tier_from_choosing() -> 
         "not selected: not the best by eval_loss: runs/x/checkpoint-400/ (1.5), archived "
         "away by plan p-0, is",
     ) in d.tiers
+
+
+def test_of_the_bests_recorded_for_a_folder_the_run_planned_now_keeps_its_own() -> None:
+    """A rerun's own archived best is compared with, the old run's is not (it was all
+    dropped when the old run's, the better value, was the one recorded: the rerun's
+    next best was archived night after night)."""
+    old = ArchivedBest(1.0, 400, "runs/x/checkpoint-400/", "p-old", AS_OF - timedelta(days=60))
+    mine = ArchivedBest(1.9, 300, "runs/x/checkpoint-300/", "p-new", AS_OF - timedelta(days=10))
+    records: list[ArchivedRecord] = [(("eval_loss", "min"), old), (("eval_loss", "min"), mine)]
+    rerun_started = AS_OF - timedelta(days=35)  # after the old plan, before the new one
+    assert archived_of_run(records, rerun_started) == {("eval_loss", "min"): mine}
+    assert archived_of_run(records, AS_OF - timedelta(days=90)) == {("eval_loss", "min"): old}
+    assert archived_of_run(records, AS_OF) == {}
+    x = run_of({500: 2.0, 600: 1.95, 700: 2.5})  # written 33-35 days before AS_OF
+    plan = make_plan([replace(snapshot([x]), archived_bests={"runs/x/": records})], POLICY)
+    assert archives(plan) == set()  # 1.95 is no better than its own archived 1.9
