@@ -143,7 +143,7 @@ class ActionRunner:
         """Map the removals' answers back to actions, commit every outcome, return them."""
         errors = batch.errors
         removed: list[tuple[int, str, str | None]] = []
-        copy_etags: list[tuple[int, str, str]] = []  # quarantine copies' own, on S3
+        copy_etags: list[tuple[int, str, str, str | None]] = []  # on S3, + encryption
         not_removed: list[tuple[int, str]] = []
         gone: list[Removed] = []  # what is no longer where the catalog has it
         for item in batch.items:
@@ -153,7 +153,14 @@ class ActionRunner:
                 if answer.version_id is not None:
                     removed.append((item.action_id, item.key, answer.version_id))
                 if answer.etag and item.quarantine_root:
-                    copy_etags.append((item.action_id, item.key, answer.etag))
+                    copy_etags.append(
+                        (
+                            item.action_id,
+                            item.key,
+                            answer.etag,
+                            journal.encryption_text(answer.encryption),
+                        )
+                    )
             else:
                 not_removed.append((item.action_id, item.key))
                 errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
@@ -290,7 +297,7 @@ class ActionRunner:
         not_removed: Sequence[tuple[int, str]],
         copied: Sequence[journal.CopiedInPlace] = (),
         gone: Sequence[Removed] = (),
-        copy_etags: Sequence[tuple[int, str, str]] = (),
+        copy_etags: Sequence[tuple[int, str, str, str | None]] = (),
     ) -> None:
         """One transaction: the removal journal, the copies in place made and the objects
         removed (into the catalog's object rows), the results and their audit event.

@@ -12,6 +12,7 @@ stopped heartbeating, loses it to the next apply.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -37,7 +38,7 @@ from governance.catalog.removals import derive_again, held_then
 from governance.catalog.roots import root_ids
 from governance.catalog.tables import StoredObject
 from governance.errors import RefusedError
-from governance.storage.base import epoch_micros
+from governance.storage.base import Encryption, epoch_micros
 
 E = ExecutionRow.__table__  # type: ignore[attr-defined]
 R = ActionResultRow.__table__  # type: ignore[attr-defined]
@@ -567,18 +568,34 @@ def mark_removed(
 
 
 def record_copy_etags(
-    conn: Connection, plan_id: str, copies: Sequence[tuple[int, str, str]]
+    conn: Connection, plan_id: str, copies: Sequence[tuple[int, str, str, str | None]]
 ) -> None:
-    """Each pending row's quarantine copy ETag (action id, key, ETag): what `restore`
-    checks the copy by. Before `mark_actions_removed`, which the rows then wait for."""
+    """Each pending row's quarantine copy ETag and the object's encryption (action id,
+    key, ETag, `encryption_text`): what `restore` checks the copy by, and gives back.
+    Before `mark_actions_removed`, which the rows then wait for."""
     if not copies:
         return
     execute_rows(
         conn,
-        "UPDATE removed_objects SET copy_etag = {p} "
+        "UPDATE removed_objects SET copy_etag = {p}, encryption = {p} "
         "WHERE plan_id = {p} AND action_id = {p} AND key = {p} AND state = 'pending'",
-        [(etag, plan_id, a, k) for a, k, etag in copies],
+        [(etag, encryption, plan_id, a, k) for a, k, etag, encryption in copies],
     )
+
+
+def encryption_text(encryption: Encryption | None) -> str | None:
+    """An object's encryption as `removed_objects.encryption` holds it (JSON)."""
+    if encryption is None:
+        return None
+    return json.dumps([encryption.algorithm, encryption.kms_key_id, encryption.bucket_key])
+
+
+def encryption_of(text: str | None) -> Encryption | None:
+    """`encryption_text` read back (None: not recorded)."""
+    if not text:
+        return None
+    algorithm, key_id, bucket_key = json.loads(text)
+    return Encryption(str(algorithm), key_id, bool(bucket_key))
 
 
 def mark_actions_removed(

@@ -95,7 +95,7 @@ def remove(
         raise ValueError(f"unknown delete mode {mode!r}")
     to_delete = list(items)
     failed: dict[tuple[int, str], KeyResult] = {}
-    etags: dict[tuple[int, str], str] = {}
+    etags: dict[tuple[int, str], KeyResult] = {}
     if mode == "quarantine":
         to_delete, failed, etags = _quarantine_copy(items, stores, concurrency, fence)
     fence()
@@ -106,17 +106,23 @@ def remove(
         if answer is None:
             answer = KeyResult(item.key, False, error="no answer")
         elif mode == "quarantine":
-            answer = replace(answer, etag=etags.get((item.action_id, item.key)))
+            made = etags.get((item.action_id, item.key))
+            answer = replace(
+                answer,
+                etag=made.etag if made is not None else None,
+                encryption=made.encryption if made is not None else None,
+            )
         results[(item.action_id, item.key)] = answer
     return results
 
 
 def _quarantine_copy(
     items: Sequence[Item], stores: StoreFactory, concurrency: int, fence: Callable[[], None]
-) -> tuple[list[Item], dict[tuple[int, str], KeyResult], dict[tuple[int, str], str]]:
+) -> tuple[list[Item], dict[tuple[int, str], KeyResult], dict[tuple[int, str], KeyResult]]:
     """Copy into quarantine; returns the items whose whole action was copied, failures,
-    and each copy's own ETag on an object store ((action id, key) -> `copy_etag`)."""
-    etags: dict[tuple[int, str], str] = {}
+    and on an object store each copy's own ETag (`copy_etag`) with the object's
+    encryption ((action id, key) -> a KeyResult holding both)."""
+    etags: dict[tuple[int, str], KeyResult] = {}
     made: set[tuple[int, str]] = set()  # copies written, their ETag known or not
 
     def copy(item: Item) -> KeyResult:
@@ -139,7 +145,8 @@ def _quarantine_copy(
         if on_local_disk(dest):
             return result
         try:
-            etags[(item.action_id, item.key)] = copy_etag(dest, item.quarantine_key or "", result)
+            etag = copy_etag(dest, item.quarantine_key or "", result)
+            etags[(item.action_id, item.key)] = replace(result, etag=etag)
         except GovernanceError as exc:
             return KeyResult(item.key, False, error=f"made, but its ETag not known: {exc}")
         return result

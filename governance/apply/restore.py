@@ -40,7 +40,13 @@ from typing import Any
 from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
-from governance.apply.journal import CopiedInPlace, O, live_apply, record_copies_in_place
+from governance.apply.journal import (
+    CopiedInPlace,
+    O,
+    encryption_of,
+    live_apply,
+    record_copies_in_place,
+)
 from governance.apply.modes import (
     class_for,
     delete_keys,
@@ -415,7 +421,9 @@ def _restore_batch(
             return _undo_delete(store, row, way.hidden)
         was = (planned or {}).get((row["action_id"], key))
         wanted = class_for(quarantine, store, _class_back(held.storage_class, was))
-        copied = _copy_back(quarantine, row["quarantine_key"], store, key, wanted, held.size)
+        copied = _copy_back(
+            quarantine, row["quarantine_key"], store, key, wanted, held.size, row.get("encryption")
+        )
         if not copied.ok:
             return KeyResult(key, False, error=f"copy back failed: {copied.error}")
         back = store.head([key]).get(key)
@@ -460,12 +468,21 @@ def _copy_back(
     key: str,
     storage_class: str | None,
     size: int,
+    encryption: str | None = None,
 ) -> KeyResult:
     """Copy a checked quarantine copy back to its original key. It is a move (the copy
     in quarantine is removed once the batch is verified), so on one local filesystem it
-    may be a hard link rather than a copy of the bytes (`Store.copy`'s `moving`)."""
+    may be a hard link rather than a copy of the bytes (`Store.copy`'s `moving`). On S3 it
+    is encrypted as the object was when apply removed it (`encryption`, recorded then):
+    the copy's own may be the quarantine bucket's default KMS key."""
     return quarantine.copy(
-        quarantine_key, store, key, storage_class=storage_class, size=size, moving=True
+        quarantine_key,
+        store,
+        key,
+        storage_class=storage_class,
+        size=size,
+        moving=True,
+        encryption=encryption_of(encryption),
     )
 
 

@@ -89,6 +89,10 @@ class RemovedObjectRow(SQLModel, table=True):
     # the quarantine copy's own ETag on an object store, as apply made it (restore checks
     # the copy by it); None on local disk, and for rows of earlier releases
     copy_etag: str | None = None
+    # the object's encryption when apply copied it into quarantine (S3: JSON [algorithm,
+    # KMS key id, Bucket Key]), which restore gives back: the copy's own may be the
+    # quarantine bucket's default; None on local disk, and for rows of earlier releases
+    encryption: str | None = None
     state: str  # pending | removed | restored | purged
     removed_at: datetime | None = _ts(nullable=True)
     purge_after: datetime | None = _ts(nullable=True)

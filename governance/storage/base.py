@@ -82,6 +82,9 @@ class KeyResult:
     # (`version_id` is then the copy's version, on a versioned bucket).
     etag: str | None = None
     last_modified: datetime | None = None
+    # A copy's source's encryption where the store tells it (S3): recorded with a
+    # quarantined object, so that restore gives it back as it was
+    encryption: Encryption | None = None
 
 
 @runtime_checkable
@@ -144,9 +147,11 @@ class Store(Protocol):
         size: int | None = None,
         *,
         moving: bool = False,
+        encryption: Encryption | None = None,
     ) -> KeyResult:
         """Server-side copy when both sides allow it, keeping metadata, tags and (S3) the
-        object's encryption. `size`, when the caller knows it (a plan's checked
+        object's encryption (`encryption`: the one to give the copy instead, as recorded
+        when the object was removed: restore). `size`, when the caller knows it (a plan's checked
         precondition): an object store refuses to copy an object of another size now (it
         changed since the check); a filesystem does not need it.
         `moving`: the caller removes the source right after (a quarantine, a restore), so

@@ -32,6 +32,7 @@ from governance.errors import ArgumentError, NoSuchRootError, StorageError
 from governance.storage import BUCKET_SCHEMES, WritableStore
 from governance.storage.base import (
     CompactRow,
+    Encryption,
     KeyResult,
     ListingRow,
     ObjectInfo,
@@ -431,6 +432,7 @@ class FsspecStore:
         size: int | None = None,
         *,
         moving: bool = False,
+        encryption: Encryption | None = None,  # (S3's: a filesystem keeps only the bytes)
     ) -> KeyResult:
         """Same-filesystem copy via the filesystem; otherwise stream the bytes across
         (`size` is not needed here).

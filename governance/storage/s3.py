@@ -89,13 +89,15 @@ def _encryption(head: Mapping[str, Any]) -> Encryption | None:
 _KMS = ("aws:kms", "aws:kms:dsse")
 
 
-def _encryption_args(encryption: Encryption | None) -> dict[str, Any]:
+def _encryption_args(encryption: Encryption | None, *, exactly: bool = False) -> dict[str, Any]:
     """What a copy names to be encrypted as the object is: its KMS key (a key of its own,
     which the destination's default would lose). SSE-S3 (AES256, which S3 reports of
-    every object without a KMS key) is not named: the destination bucket's default then
-    applies, which is never weaker, and may be a KMS key that a quarantine or archive
-    bucket was set up with; a store that says nothing gets nothing named either."""
-    if encryption is None or encryption.algorithm not in _KMS:
+    every object without a KMS key) is named only `exactly` (into the object's own
+    bucket, or a restore giving back what was recorded): elsewhere the destination
+    bucket's default applies, which is never weaker and may be a KMS key that a
+    quarantine or archive bucket was set up with. A store that says nothing gets nothing
+    named either."""
+    if encryption is None or (encryption.algorithm not in _KMS and not exactly):
         return {}
     args: dict[str, Any] = {"ServerSideEncryption": encryption.algorithm}
     if encryption.kms_key_id:
@@ -505,6 +507,7 @@ class S3Store:
         size: int | None = None,
         *,
         moving: bool = False,  # (an object store's copy is a new object either way)
+        encryption: Encryption | None = None,
     ) -> KeyResult:
         """Copy one object, keeping its metadata (user metadata and Content-Type,
         Content-Encoding, Cache-Control, Content-Disposition, Content-Language, Expires),
@@ -539,7 +542,9 @@ class S3Store:
                     )
                 if storage_class is None and state.storage_class != "STANDARD":
                     storage_class = state.storage_class  # (STANDARD, the default: not named)
-                return self._copy_server_side(source, key, dest, dest_key, storage_class, state)
+                return self._copy_server_side(
+                    source, key, dest, dest_key, storage_class, state, encryption
+                )
             if isinstance(dest, WritableStore):
                 self._copy_streamed(key, dest, dest_key, storage_class)
             else:
@@ -559,6 +564,7 @@ class S3Store:
         dest_key: str,
         storage_class: str | None,
         seen: ObjectState,
+        encryption: Encryption | None = None,
     ) -> KeyResult:
         """CopyObject or the managed copy, on one endpoint, of the object as `seen` (see
         `copy`). MetadataDirective COPY keeps the user and system metadata,
@@ -569,7 +575,10 @@ class S3Store:
             extra["StorageClass"] = storage_class
         if seen.etag:
             extra["CopySourceIfMatch"] = f'"{seen.etag}"'
-        extra.update(_encryption_args(seen.encryption))
+        if encryption is not None:  # as recorded (restore): exactly that
+            extra.update(_encryption_args(encryption, exactly=True))
+        else:
+            extra.update(_encryption_args(seen.encryption, exactly=dest.bucket == self.bucket))
         if seen.size <= self.copy_object_max_bytes:
             answer = dest._client.copy_object(
                 CopySource=source,
@@ -585,6 +594,7 @@ class S3Store:
                 version_id=answer.get("VersionId"),
                 etag=str(made.get("ETag", "")).strip('"') or None,
                 last_modified=utc(when) if when is not None else None,
+                encryption=seen.encryption,
             )
         # The managed copy's multipart path reads the source's tags once the copy is done:
         # onto its own key (a transition of an object over 5 GiB) it read the copy's, found
@@ -611,13 +621,14 @@ class S3Store:
         except StorageError:
             state = None
         if state is None:
-            return KeyResult(key, True)
+            return KeyResult(key, True, encryption=seen.encryption)
         return KeyResult(
             key,
             True,
             version_id=state.version_id,
             etag=state.etag,
             last_modified=state.last_modified,
+            encryption=seen.encryption,
         )
 
     def _copy_streamed(

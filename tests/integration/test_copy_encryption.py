@@ -48,6 +48,11 @@ def put_kms(client: Any, bucket: str, key: str, arn: str, body: bytes = b"w" * 3
         SSEKMSKeyId=arn,
         BucketKeyEnabled=True,
     )
+    age(bucket, key)
+
+
+def age(bucket: str, key: str) -> None:
+    """The object as of ten days ago (residue expires after two)."""
     stored = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_object(bucket, key)
     assert stored is not None
     stored.last_modified = (datetime.now(UTC) - timedelta(days=10)).replace(tzinfo=None)
@@ -158,3 +163,51 @@ def test_quarantine_and_restore_bring_back_an_objects_kms_key(
     restored = json.loads(setup.restore(doc["plan_id"]).stdout)
     assert (restored["restored"], restored["failed"]) == (2, 0)
     assert {k: encryption(s3_client, s3_bucket, k) for k in keys} == before
+
+
+def test_a_restore_gives_back_the_encryption_the_object_had_not_the_quarantines(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str, kms_key: str
+) -> None:
+    """A quarantine bucket whose default is a KMS key encrypts an SSE-S3 object's copy
+    with it; restore, naming what the copy had, gave the object back under the
+    quarantine's key (readers without it locked out). Apply records the object's own
+    encryption, and restore names exactly that: SSE-S3 back as SSE-S3, a KMS key back."""
+    held = new_bucket(s3_client)
+    s3_client.put_bucket_encryption(
+        Bucket=held,
+        ServerSideEncryptionConfiguration={
+            "Rules": [
+                {
+                    "ApplyServerSideEncryptionByDefault": {
+                        "SSEAlgorithm": "aws:kms",
+                        "KMSMasterKeyID": kms_key,
+                    }
+                }
+            ]
+        },
+    )
+    other_key = boto3.client("kms", endpoint_url=moto_server, region_name="us-east-1").create_key()
+    own = other_key["KeyMetadata"]["Arn"]
+    put_kms(s3_client, s3_bucket, "scratch/kms.tmp", own)
+    s3_client.put_object(
+        Bucket=s3_bucket, Key="scratch/plain.tmp", Body=b"p" * 300, ServerSideEncryption="AES256"
+    )
+    age(s3_bucket, "scratch/plain.tmp")
+    before = {
+        k: encryption(s3_client, s3_bucket, k) for k in ("scratch/kms.tmp", "scratch/plain.tmp")
+    }
+    assert before["scratch/plain.tmp"]["ServerSideEncryption"] == "AES256"
+    setup = make_setup(
+        tmp_path, moto_server, s3_bucket, extra=f"apply: {{quarantine_url: 's3://{held}/q/'}}\n"
+    )
+    doc = setup.plan()
+    assert {r["outcome"] for r in json.loads(setup.apply(doc["plan_id"]).stdout)["results"]} == {
+        "ok"
+    }
+    copies = s3_client.list_objects_v2(Bucket=held)["Contents"]
+    plain_copy = next(c["Key"] for c in copies if c["Key"].endswith("plain.tmp"))
+    assert encryption(s3_client, held, plain_copy)["SSEKMSKeyId"] == kms_key  # the default
+    restored = json.loads(setup.restore(doc["plan_id"]).stdout)
+    assert (restored["restored"], restored["failed"]) == (2, 0)
+    after = {k: encryption(s3_client, s3_bucket, k) for k in before}
+    assert after == before
