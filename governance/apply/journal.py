@@ -128,19 +128,6 @@ def start_execution(
     return execution_id
 
 
-def live_apply(engine: Engine, plan_id: str, now: datetime) -> str | None:
-    """Who holds the plan's apply lock, live ("execution 3 since ... (host:pid)"), or
-    None: no apply of it runs (or its holder is dead)."""
-    with engine.connect() as conn:
-        held = conn.execute(select(L).where(L.c.plan_id == plan_id)).mappings().first()
-    if held is None or _lock_is_stale(held, now):
-        return None
-    return (
-        f"execution {held['execution_id']} since {held['acquired_at'].isoformat()} "
-        f"({held['holder']})"
-    )
-
-
 def abandon_execution(engine: Engine, plan_id: str, execution_id: int) -> None:
     """Undo `start_execution` for an apply refused before it did anything: its lock and
     its execution row go, in one transaction."""

@@ -44,7 +44,7 @@ from governance.apply.journal import (
     CopiedInPlace,
     O,
     encryption_of,
-    live_apply,
+    executions,
     record_copies_in_place,
 )
 from governance.apply.modes import (
@@ -102,36 +102,15 @@ def restore_plan(
     if wanted:
         rows = [r for r in rows if _matches(r, wanted)]
     # An apply stopped between its removals and their record leaves them `pending`: some
-    # may be gone already, unrecorded. One into quarantine comes back as any other (its
-    # copy is checked; one still in place counts as back, and its copy is removed): the
-    # apply may not be able to finish (its approval expired since). A versioned delete's
-    # marker is not known until that apply records it.
-    # Never while an apply of the plan runs: its pending rows are removals in flight (a
-    # copy made, the delete about to be sent), and a restore that found the object still
-    # in place would remove the copy the object is about to depend on.
-    running = (
-        live_apply(engine, plan_id, now) if any(r["state"] == "pending" for r in rows) else None
-    )
-    if running is not None:
-        rows = [r for r in rows if r["state"] != "pending"]
-        busy = (
-            f"plan {plan_id} is being applied by {running}: what it is removing now can be "
-            "restored once it ends"
-        )
-        if not rows:
-            raise RefusedError(busy)
-        if note is not None:
-            note(busy)
-    pending = [r for r in rows if r["state"] == "pending" and r["mode"] != "quarantine"]
-    rows = [r for r in rows if r["state"] != "pending" or r["mode"] == "quarantine"]
-    if pending:
-        interrupted = (
-            f"plan {plan_id}: an apply of it did not finish: "
-            f"{counted(len(pending), 'object')} it was removing "
-            f"{'is' if len(pending) == 1 else 'are'} not recorded as removed yet (some may be "
-            f"gone already); `govern apply {plan_id}` finishes it (while its approval "
-            f"holds), then `govern restore {plan_id}` brings back what it removed"
-        )
+    # may be gone already, unrecorded, their copies in quarantine. Restore never acts on
+    # them (while an apply of the plan runs they are removals in flight, and one found
+    # in place could lose its copy to a restore); it says so, when that apply did not
+    # finish, and how to get them back. (A finished apply leaves a row pending on
+    # purpose: an object written again since, which it did not remove.)
+    pending = [r for r in rows if r["state"] == "pending"]
+    rows = [r for r in rows if r["state"] != "pending"]
+    if pending and _unfinished(engine, plan_id):
+        interrupted = _unfinished_words(plan_id, pending, header.status.value)
         if not rows:
             raise RefusedError(interrupted)
         if note is not None:
@@ -368,6 +347,33 @@ def _would(row: dict[str, Any], stores: StoreFactory) -> KeyResult:
 def _purged(row: dict[str, Any]) -> str:
     on = f" on {_day(row['purged_at'])}" if row["purged_at"] is not None else ""
     return f"purged from quarantine{on} (past apply.quarantine_for): there is no way back"
+
+
+def _unfinished(engine: Engine, plan_id: str) -> bool:
+    """Whether the plan's last apply did not finish (killed, interrupted, an error)."""
+    runs = executions(engine, plan_id)
+    return bool(runs) and runs[-1].status in ("running", "interrupted", "error")
+
+
+def _unfinished_words(plan_id: str, pending: Sequence[dict[str, Any]], status: str) -> str:
+    """What became of the objects an unfinished apply was removing, and the way back."""
+    n = len(pending)
+    held = sorted(
+        {f"{r['quarantine_root']}{plan_id}/" for r in pending if r["mode"] == "quarantine"}
+    )
+    where = f"; their quarantine copies are under {', '.join(held)}" if held else ""
+    words = (
+        f"plan {plan_id}: an apply of it did not finish: {counted(n, 'object')} it was "
+        f"removing {'is' if n == 1 else 'are'} not recorded as removed (some may be gone "
+        f"already{where}); `govern apply {plan_id}` finishes and records them, then `govern "
+        f"restore {plan_id}` brings them back"
+    )
+    if status in ("expired", "rejected", "refused", "what_if"):
+        words += (
+            f"; but plan {plan_id} is {status} and cannot be applied: copy them back from "
+            "quarantine by hand"
+        )
+    return words
 
 
 def _removed_nothing(plan_id: str, status: str) -> str:
