@@ -166,8 +166,12 @@ class ActionRunner:
                 errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
         if not_removed:
             kept = set(not_removed)
-            strays = [
-                (i.quarantine_root or "", i.quarantine_key or "")
+            strays = [  # each only while it is the copy this apply made (its ETag, if known)
+                (
+                    i.quarantine_root or "",
+                    i.quarantine_key or "",
+                    answers[(i.action_id, i.key)].etag,
+                )
                 for i in batch.items
                 if i.quarantine_root and (i.action_id, i.key) in kept
             ]
@@ -341,12 +345,15 @@ class ActionRunner:
 
     def _item(self, action: PlannedAction, obj: ObjectRef) -> Item:
         root, key = action.artifact.root_url, obj.key
+        # The ETag the plan saw and the check confirmed: on S3 the delete is conditional
+        # on it, so an object written between the check and the delete stays.
+        etag = obj.etag or None
         if self.config.delete_mode != "quarantine":
-            return Item(action.id, root, key, size=obj.size)
+            return Item(action.id, root, key, size=obj.size, etag=etag)
         where = quarantine_key(self.plan_id, root, key)
         # the copy's class: STANDARD unless its own costs less for quarantine_for
         held = quarantine_class(obj.storage_class, self.config.quarantine_for, obj.size)
-        return Item(action.id, root, key, self.quarantine_root(root), where, obj.size, held)
+        return Item(action.id, root, key, self.quarantine_root(root), where, obj.size, held, etag)
 
     def _pending_row(self, action: PlannedAction, item: Item, etag: str) -> tuple[Any, ...]:
         """A `removed_objects` row in journal.PENDING_COLUMNS order."""

@@ -43,6 +43,7 @@ class Item:
     quarantine_key: str | None = None
     size: int | None = None  # as the plan saw it and the precondition check confirmed
     storage_class: str | None = None  # the quarantine copy's (`quarantine_class`); None: STANDARD
+    etag: str | None = None  # as the plan saw it and the check confirmed: the delete's condition
 
 
 def run_pool(
@@ -63,16 +64,22 @@ def run_pool(
 
 
 def delete_keys(
-    stores: StoreFactory, items: Iterable[tuple[str, str]]
+    stores: StoreFactory, items: Iterable[tuple[str, str] | tuple[str, str, str | None]]
 ) -> dict[tuple[str, str], KeyResult]:
-    """(root URL, key) -> result: one `Store.delete` call per root for all its keys."""
+    """(root URL, key) -> result: one `Store.delete` call per root for all its keys.
+
+    An item may name the ETag its object must still have (root URL, key, ETag): on S3 the
+    delete is then conditional, and an object written since stays (its result fails)."""
     by_root: dict[str, list[str]] = defaultdict(list)
-    for root, key in items:
+    etags: dict[str, list[str | None]] = defaultdict(list)
+    for root, key, *etag in items:
         by_root[root].append(key)
+        etags[root].append(etag[0] if etag else None)
     results: dict[tuple[str, str], KeyResult] = {}
     for root, keys in by_root.items():
+        tags = etags[root]
         try:
-            answers = stores(root).delete(keys)
+            answers = stores(root).delete(keys, tags if any(tags) else None)
         except GovernanceError as exc:
             answers = [KeyResult(k, False, error=str(exc)) for k in keys]
         results.update({(root, r.key): r for r in answers})
@@ -99,7 +106,7 @@ def remove(
     if mode == "quarantine":
         to_delete, failed, etags = _quarantine_copy(items, stores, concurrency, fence)
     fence()
-    answers = delete_keys(stores, ((i.root_url, i.key) for i in to_delete))
+    answers = delete_keys(stores, ((i.root_url, i.key, i.etag) for i in to_delete))
     results = dict(failed)
     for item in to_delete:
         answer = answers.get((item.root_url, item.key))
@@ -162,8 +169,8 @@ def _quarantine_copy(
         for i in items
         if i.action_id in bad_actions
     }
-    strays = [
-        (i.quarantine_root or "", i.quarantine_key or "")
+    strays = [  # each only while it is the copy this apply made (its ETag, when known)
+        (i.quarantine_root or "", i.quarantine_key or "", _etag(etags.get((i.action_id, i.key))))
         for i in items
         if (i.action_id, i.key) in made and i.action_id in bad_actions
     ]
@@ -172,6 +179,10 @@ def _quarantine_copy(
         fence()
         delete_keys(stores, strays)  # best effort: the sources are untouched
     return ok_items, failed, etags
+
+
+def _etag(result: KeyResult | None) -> str | None:
+    return None if result is None else result.etag
 
 
 def copy_etag(dest: Store, key: str, copied: KeyResult) -> str:

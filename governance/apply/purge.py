@@ -36,7 +36,12 @@ def purge_quarantine(
     with engine.connect() as conn:
         rows = conn.execute(
             select(
-                O.c.id, O.c.plan_id, O.c.root_url, O.c.quarantine_root, O.c.quarantine_key
+                O.c.id,
+                O.c.plan_id,
+                O.c.root_url,
+                O.c.quarantine_root,
+                O.c.quarantine_key,
+                O.c.copy_etag,
             ).where(and_(O.c.mode == "quarantine", O.c.state == "removed", O.c.purge_after <= now))
         ).all()
     if not rows:
@@ -48,7 +53,10 @@ def purge_quarantine(
     # defaults): said once per quarantine root, before the deletes open it by URL alone.
     for qroot, root in sorted({(r.quarantine_root, r.root_url) for r in rows}):
         open_destination(stores, qroot, root)
-    answers = delete_keys(stores, ((r.quarantine_root, r.quarantine_key) for r in rows))
+    # each copy only while it is the one apply made (its ETag, on an object store)
+    answers = delete_keys(
+        stores, ((r.quarantine_root, r.quarantine_key, r.copy_etag) for r in rows)
+    )
     done: list[int] = []
     per_plan: dict[str, int] = defaultdict(int)
     for r in rows:

@@ -458,8 +458,8 @@ def _restore_batch(
             taken = _take_back(store, row["key"], back, copied)
             error = f"copy back not verified ({problem}): {taken}"
             results[i] = KeyResult(row["key"], False, error=error)
-    done_copies = [
-        (r["quarantine_root"], r["quarantine_key"])
+    done_copies = [  # each only while it is the copy apply made (its ETag, on an object store)
+        (r["quarantine_root"], r["quarantine_key"], r.get("copy_etag"))
         for r, res in zip(rows, results, strict=True)
         if res.ok and r["mode"] == "quarantine"
     ]

@@ -134,8 +134,14 @@ class Store(Protocol):
         """The object's lock state (filesystems: unlocked). Raises like `object_tags`."""
         ...
 
-    def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:
-        """Delete keys (S3: DeleteObjects batches of <= 1000, per-key errors reported)."""
+    def delete(
+        self, keys: Sequence[str], etags: Sequence[str | None] | None = None
+    ) -> builtins.list[KeyResult]:
+        """Delete keys (S3: DeleteObjects batches of <= 1000, per-key errors reported).
+
+        `etags`, parallel to `keys`: delete each only while it still is that version of
+        the object (S3's conditional delete; a filesystem has none and deletes what is
+        there: the caller's check right before is its guard)."""
         ...
 
     def copy(

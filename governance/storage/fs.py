@@ -386,8 +386,13 @@ class FsspecStore:
 
     # -- mutations -----------------------------------------------------------------------
 
-    def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:
+    def delete(
+        self, keys: Sequence[str], etags: Sequence[str | None] | None = None
+    ) -> builtins.list[KeyResult]:
         """Remove files; a missing file counts as deleted (retries are idempotent).
+
+        `etags` are not asked: a filesystem has no conditional delete (the caller's check
+        right before deleting is the guard).
 
         On local disk, directories left empty by the deletion are removed too (never the
         root), so a deleted checkpoint does not linger as an empty folder.

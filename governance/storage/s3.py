@@ -62,6 +62,12 @@ DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
 COPY_OBJECT_MAX_BYTES = 5 * 1024**3  # CopyObject copies at most 5 GiB in one request
 _MISSING_KEY_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _FATAL = (BadCredentialsError, UnreachableError, NoSuchRootError)
+_CHANGED_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+"""A conditional delete's answers when the object is not the one its ETag names: another
+ETag, or a write racing the delete."""
+_GONE_CODE = "NoSuchKey"
+"""A conditional delete's answer when the key holds no object: deleted, as an
+unconditional delete of a missing key answers (a retry after a lost answer, say)."""
 _KEPT_HEADERS = (
     "CacheControl",
     "ContentDisposition",
@@ -168,6 +174,8 @@ class S3Store:
         self._versioning: bool | None = None
         self._list_versions: bool | None = None
         self._versioning_lock = threading.Lock()
+        self._conditional_deletes = True  # False once the endpoint said NotImplemented
+        self._conditional_lock = threading.Lock()
         transfer_threads = 8
         self._transfer = TransferConfig(
             multipart_threshold=multipart_threshold,
@@ -441,36 +449,54 @@ class S3Store:
 
     # -- mutations -----------------------------------------------------------------------
 
-    def delete(self, keys: Sequence[str]) -> builtins.list[KeyResult]:
+    def delete(
+        self, keys: Sequence[str], etags: Sequence[str | None] | None = None
+    ) -> builtins.list[KeyResult]:
         """DeleteObjects in batches of <= 1,000; one KeyResult per key, in order.
 
-        Per-key `Errors` of a 200 response become failed results ("Code: Message"). A
-        failed request fails its batch; after a credentials, endpoint or bucket failure
-        the remaining batches are not attempted. On a versioned bucket the response is
-        not quiet, so each result carries the delete marker's version id (undo = delete
-        that marker).
+        `etags` (parallel to `keys`): each key is deleted only while its ETag is that one
+        (S3's conditional delete, the `ETag` of each entry: an object written since its
+        ETag was checked stays, and its result fails saying so); None or "" for a key:
+        unconditional. An endpoint that does not implement conditional deletes
+        (`NotImplemented`) is asked again without them, once per store, with a warning:
+        the caller's check right before is then the only guard, as it was before S3 had
+        them. Per-key `Errors` of a 200 response become failed results ("Code: Message").
+        A failed request fails its batch; after a credentials, endpoint or bucket failure
+        the remaining batches are not attempted. On a versioned bucket the response is not
+        quiet, so each result carries the delete marker's version id (undo = delete that
+        marker).
         """
         try:
             quiet = not self.versioning_enabled()
         except StorageError as exc:
             return [KeyResult(k, False, error=str(exc)) for k in keys]
-        batches = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
+        tags = list(etags) if etags is not None else [None] * len(keys)
+        if len(tags) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(tags)} ETags")
+        entries = [
+            {"Key": self.prefix + k, "ETag": f'"{e}"'} if e else {"Key": self.prefix + k}
+            for k, e in zip(keys, tags, strict=True)
+        ]
+        batches = [
+            (keys[i : i + DELETE_BATCH], entries[i : i + DELETE_BATCH], tags[i : i + DELETE_BATCH])
+            for i in range(0, len(keys), DELETE_BATCH)
+        ]
         fatal: list[StorageError] = []  # set by the first credentials/endpoint/bucket failure
 
-        def run(batch: Sequence[str]) -> list[KeyResult]:
+        def run(
+            batch: tuple[Sequence[str], Sequence[Any], Sequence[str | None]],
+        ) -> builtins.list[KeyResult]:
+            names, objects, expected = batch
             if fatal:
-                return [KeyResult(k, False, error=f"not attempted: {fatal[0]}") for k in batch]
+                return [KeyResult(k, False, error=f"not attempted: {fatal[0]}") for k in names]
             try:
-                response = self._client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": self.prefix + k} for k in batch], "Quiet": quiet},
-                )
+                response = self._delete_objects(objects, quiet)
             except Exception as exc:
                 error = translate(self.url, exc)
                 if isinstance(error, _FATAL):
                     fatal.append(error)
-                return [KeyResult(k, False, error=str(error)) for k in batch]
-            return self._delete_results(batch, response)
+                return [KeyResult(k, False, error=str(error)) for k in names]
+            return self._delete_results(names, expected, response)
 
         if len(batches) <= 1:
             return [r for batch in batches for r in run(batch)]
@@ -478,24 +504,61 @@ class S3Store:
         with ThreadPoolExecutor(max_workers=min(len(batches), self._concurrency, 8)) as pool:
             return [r for chunk in pool.map(run, batches) for r in chunk]
 
+    def _delete_objects(self, objects: Sequence[Any], quiet: bool) -> Mapping[str, Any]:
+        """One DeleteObjects request; again without ETags when the endpoint does not
+        implement conditional deletes (remembered: later batches go without them)."""
+        if not self._conditional_deletes:
+            objects = [{"Key": o["Key"]} for o in objects]
+        try:
+            return self._client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": quiet}
+            )
+        except Exception as exc:
+            coded = client_error_code(exc)
+            conditional = any("ETag" in o for o in objects)
+            if not conditional or coded is None or coded[0] != "NotImplemented":
+                raise
+        with self._conditional_lock:
+            if self._conditional_deletes:
+                self._conditional_deletes = False
+                logging.getLogger(__name__).warning(
+                    "%s: the endpoint does not implement conditional deletes; objects are "
+                    "deleted as the check right before found them, without S3 re-checking "
+                    "their ETag",
+                    self.url,
+                )
+        return self._client.delete_objects(
+            Bucket=self.bucket,
+            Delete={"Objects": [{"Key": o["Key"]} for o in objects], "Quiet": quiet},
+        )
+
     def _delete_results(
-        self, batch: Sequence[str], response: Mapping[str, Any]
+        self,
+        batch: Sequence[str],
+        expected: Sequence[str | None],
+        response: Mapping[str, Any],
     ) -> builtins.list[KeyResult]:
         """Per-key outcomes of one DeleteObjects response."""
-        errors = {
-            e.get("Key", ""): f"{e.get('Code', 'Error')}: {e.get('Message', '')}".rstrip(": ")
-            for e in response.get("Errors", ())
-        }
+        errors = {e.get("Key", ""): e for e in response.get("Errors", ())}
         markers = {
             d.get("Key", ""): d.get("DeleteMarkerVersionId") for d in response.get("Deleted", ())
         }
         results: list[KeyResult] = []
-        for k in batch:
+        for k, etag in zip(batch, expected, strict=True):
             full = self.prefix + k
-            if full in errors:
-                results.append(KeyResult(k, False, error=errors[full]))
-            else:
+            error = errors.get(full)
+            code = None if error is None else error.get("Code", "Error")
+            if error is None or (etag and code == _GONE_CODE):
                 results.append(KeyResult(k, True, version_id=markers.get(full)))
+                continue
+            if etag and code in _CHANGED_CODES:
+                text = (
+                    f"{self.uri(k)} changed since it was checked (its ETag is not {etag} "
+                    f"any more: {code}): not deleted"
+                )
+            else:
+                text = f"{code}: {error.get('Message', '')}".rstrip(": ")
+            results.append(KeyResult(k, False, error=text))
         return results
 
     def copy(

@@ -147,8 +147,8 @@ class DiesAfterDelete:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def delete(self, keys: Any) -> Any:
-        self._real.delete(keys)
+    def delete(self, keys: Any, etags: Any = None) -> Any:
+        self._real.delete(keys, etags)
         raise KeyboardInterrupt
 
 

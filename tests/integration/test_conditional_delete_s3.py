@@ -1,0 +1,256 @@
+"""Deletes on S3 are conditional on the ETag the plan saw and the check confirmed.
+
+Apply checks each object right before acting, but a writer may put a new object at the
+key between that check and the DeleteObjects request: an unconditional delete would
+then remove data no plan ever looked at. S3's conditional delete (the `ETag` of each
+DeleteObjects entry) closes that window: the new object stays and the result says why.
+moto over real HTTP (`ThreadedMotoServer`), a real SQLite catalog.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from governance.apply import StoreOpener, StoreSettings, apply_plan
+from governance.storage import open_store
+from governance.storage.s3 import S3Store
+from tests.fixtures.builders import residue
+from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
+
+
+def _store(moto_server: str, url: str) -> S3Store:
+    store = open_store(url, endpoint_url=moto_server)
+    assert isinstance(store, S3Store)
+    return store
+
+
+def _etag(s3_client: Any, bucket: str, key: str) -> str:
+    return str(s3_client.head_object(Bucket=bucket, Key=key)["ETag"]).strip('"')
+
+
+def test_a_key_written_since_its_etag_was_checked_is_not_deleted(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    for key in ("a.bin", "b.bin"):
+        s3_client.put_object(Bucket=s3_bucket, Key=f"runs/{key}", Body=b"old")
+    seen = {k: _etag(s3_client, s3_bucket, f"runs/{k}") for k in ("a.bin", "b.bin")}
+    s3_client.put_object(Bucket=s3_bucket, Key="runs/b.bin", Body=b"new")  # written since
+
+    store = _store(moto_server, f"s3://{s3_bucket}/runs/")
+    results = store.delete(["a.bin", "b.bin"], [seen["a.bin"], seen["b.bin"]])
+
+    assert [r.ok for r in results] == [True, False]
+    assert results[1].error == (
+        f"s3://{s3_bucket}/runs/b.bin changed since it was checked (its ETag is not "
+        f"{seen['b.bin']} any more: PreconditionFailed): not deleted"
+    )
+    body = s3_client.get_object(Bucket=s3_bucket, Key="runs/b.bin")["Body"].read()
+    assert body == b"new"
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="runs/a.bin")
+
+
+def test_a_key_gone_since_counts_as_deleted_and_no_etag_means_unconditional(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    s3_client.put_object(Bucket=s3_bucket, Key="x/kept-by-none.bin", Body=b"1")
+    s3_client.put_object(Bucket=s3_bucket, Key="x/gone.bin", Body=b"2")
+    gone_etag = _etag(s3_client, s3_bucket, "x/gone.bin")
+    s3_client.delete_object(Bucket=s3_bucket, Key="x/gone.bin")
+
+    store = _store(moto_server, f"s3://{s3_bucket}/x/")
+    results = store.delete(["kept-by-none.bin", "gone.bin"], [None, gone_etag])
+
+    # a missing key is deleted, as an unconditional delete answers (a retried request)
+    assert [r.ok for r in results] == [True, True]
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="x/")
+
+
+def test_a_conditional_delete_on_a_versioned_bucket_leaves_a_new_version_current(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    s3_client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3_client.put_object(Bucket=s3_bucket, Key="v/model.pt", Body=b"old")
+    seen = _etag(s3_client, s3_bucket, "v/model.pt")
+    s3_client.put_object(Bucket=s3_bucket, Key="v/model.pt", Body=b"newer")
+
+    [result] = _store(moto_server, f"s3://{s3_bucket}/v/").delete(["model.pt"], [seen])
+
+    assert not result.ok
+    assert "changed since it was checked" in (result.error or "")
+    assert result.version_id is None  # no delete marker was written
+    body = s3_client.get_object(Bucket=s3_bucket, Key="v/model.pt")["Body"].read()
+    assert body == b"newer"
+
+
+def test_an_endpoint_without_conditional_deletes_is_asked_again_without_them(
+    moto_server: str, s3_client: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An S3-compatible endpoint that answers NotImplemented to the ETag entries gets the
+    batch again as a plain delete, once per store, with a warning (stood in for by a
+    botocore `before-call` handler: moto implements conditional deletes)."""
+    for i in range(3):
+        s3_client.put_object(Bucket=s3_bucket, Key=f"n/{i}.bin", Body=b"x")
+    store = _store(moto_server, f"s3://{s3_bucket}/n/")
+    refused: list[int] = []
+
+    def no_conditions(params: dict[str, Any], **_: Any) -> Any:
+        objects = params["body"].decode() if isinstance(params["body"], bytes) else ""
+        if "<ETag>" not in objects:
+            return None  # sent on to moto
+        refused.append(1)
+        error = {"Error": {"Code": "NotImplemented", "Message": "If-Match not supported"}}
+        return _Response(501), error
+
+    store._client.meta.events.register("before-call.s3.DeleteObjects", no_conditions)
+    etag = _etag(s3_client, s3_bucket, "n/0.bin")
+
+    with caplog.at_level("WARNING", logger="governance.storage.s3"):
+        first = store.delete(["0.bin"], [etag])
+        second = store.delete(["1.bin", "2.bin"], [etag, etag])
+
+    assert [r.ok for r in first + second] == [True, True, True]
+    assert refused == [1]  # the second call went without ETags at once
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="n/")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "does not implement conditional deletes" in warnings[0]
+
+
+class _Response:
+    """What a `before-call` handler answers for botocore: an HTTP status is enough."""
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.headers: dict[str, str] = {}
+        self.content = b""
+
+
+class _WriterBeforeDelete:
+    """The root's real store, with a writer putting new content at `key` right before
+    the first DeleteObjects request apply sends (after every check and copy)."""
+
+    def __init__(self, real: Any, write: Callable[[], None]) -> None:
+        self._real = real
+        self._write: Callable[[], None] | None = write
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def delete(self, keys: Any, etags: Any = None) -> Any:
+        if self._write is not None:
+            self._write, write = None, self._write
+            write()
+        return self._real.delete(keys, etags)
+
+
+@pytest.mark.parametrize("mode", ["permanent", "quarantine"])
+def test_apply_leaves_an_object_written_between_its_check_and_its_delete(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str, mode: str
+) -> None:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def write(key: str, content: bytes, mtime: datetime) -> None:
+        stored = backend.put_object(s3_bucket, key, content)
+        stored.last_modified = mtime.replace(tzinfo=None)
+
+    keys = residue(write, "scratch/a") + residue(write, "scratch/b")
+    target = "scratch/a/upload.tmp"
+    root = f"s3://{s3_bucket}/"
+    policy = tmp_path / "policy.yaml"
+    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\napply: {{delete_mode: {mode}}}\n"
+    policy.write_text(policy_text(root, endpoint=moto_server, extra=extra))
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    doc = setup.plan()
+    assert {o["uri"] for a in doc["actions"] for o in a["objects"]} == {root + k for k in keys}
+
+    opener = StoreOpener([StoreSettings(root, moto_server)])
+    size = len(s3_client.get_object(Bucket=s3_bucket, Key=target)["Body"].read())
+    new = b"N" * size  # the same size: only the ETag tells it from what the plan saw
+    racing = _WriterBeforeDelete(
+        opener(root), lambda: s3_client.put_object(Bucket=s3_bucket, Key=target, Body=new)
+    )
+
+    def stores(url: str) -> Any:
+        return racing if url == root else opener(url)
+
+    engine = setup.engine()
+    report = apply_plan(
+        engine, doc["plan_id"], actor="ops", now=datetime.now(UTC), stores=stores, yes=True
+    )
+    engine.dispose()
+
+    by_uri = {r.artifact_uri: r for r in report.results}
+    failed = [u for u, r in by_uri.items() if r.outcome.value != "ok"]
+    assert failed == [root + target]
+    assert "changed since it was checked" in by_uri[root + target].reason
+    assert s3_client.get_object(Bucket=s3_bucket, Key=target)["Body"].read() == new
+    left = {o["Key"] for o in s3_client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])}
+    assert {k for k in left if k.startswith("scratch/")} == {target}
+    # the object that stayed is not recorded as removed; the others are
+    journal = setup.engine()
+    with journal.connect() as conn:
+        rows = conn.execute(text("SELECT key, state FROM removed_objects")).all()
+    journal.dispose()
+    assert {k for k, state in rows if state == "removed"} == set(keys) - {target}
+    if mode == "quarantine":  # the failed removal's quarantine copy was taken back
+        copies = [k for k in left if not k.startswith("scratch/")]
+        assert len(copies) == len(keys) - 1
+        assert not any(k.endswith(target) for k in copies)
+        assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == len(keys) - 1
+        assert s3_client.get_object(Bucket=s3_bucket, Key=target)["Body"].read() == new
+
+
+def test_purge_leaves_a_quarantine_copy_that_is_not_the_one_apply_made(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """Purging deletes each quarantine copy only while its ETag is the one apply recorded
+    (`removed_objects.copy_etag`): something written at that key since is not ours."""
+    from datetime import timedelta
+
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    from governance.apply import purge_quarantine
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def write(key: str, content: bytes, mtime: datetime) -> None:
+        backend.put_object(s3_bucket, key, content).last_modified = mtime.replace(tzinfo=None)
+
+    keys = residue(write, "scratch/p")
+    root = f"s3://{s3_bucket}/"
+    policy = tmp_path / "policy.yaml"
+    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\n"
+    policy.write_text(policy_text(root, endpoint=moto_server, extra=extra))
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    doc = setup.plan()
+    opener = StoreOpener([StoreSettings(root, moto_server)])
+    engine = setup.engine()
+    report = apply_plan(engine, doc["plan_id"], actor="ops", now=datetime.now(UTC), stores=opener)
+    assert {r.outcome.value for r in report.results} == {"ok"}
+    copies = sorted(
+        o["Key"]
+        for o in s3_client.list_objects_v2(Bucket=s3_bucket)["Contents"]
+        if not o["Key"].startswith("scratch/")
+    )
+    assert len(copies) == len(keys)
+    s3_client.put_object(Bucket=s3_bucket, Key=copies[0], Body=b"someone else's")
+
+    later = datetime.now(UTC) + timedelta(days=400)
+    purged = purge_quarantine(engine, now=later, stores=opener, actor="ops")
+    engine.dispose()
+
+    assert (purged.purged, purged.failed) == (len(keys) - 1, 1)
+    assert "changed since it was checked" in purged.errors[0]
+    left = [o["Key"] for o in s3_client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
+    assert left == [copies[0]]
