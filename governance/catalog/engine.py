@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError as SAArgumentError
 from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError, SAWarning
 
 from governance.errors import CatalogError, CatalogLostError
+from governance.settings import env_float
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 CACHE_KIB = 32768  # SQLite page cache per connection, for scans' and plans' random access
@@ -28,6 +29,17 @@ READ_ONCE_CACHE_KIB = 2048  # for walks that read each page about once (see `pag
 SCHEMA_REVISION = "0016"
 """The newest migration. Opening a catalog already at it never imports Alembic (a fifth
 of every command's start-up); a test keeps this equal to Alembic's own head."""
+
+
+BUSY_TIMEOUT_ENV = "GOVERN_SQLITE_BUSY_TIMEOUT"
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+
+def busy_timeout_s() -> float:
+    """How long a SQLite catalog command waits for another process's write lock before it
+    fails with "database is locked": `GOVERN_SQLITE_BUSY_TIMEOUT` seconds, else 30 (a
+    bad value is an ArgumentError naming the variable, exit 2)."""
+    return env_float(BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_S)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -38,7 +50,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout_s() * 1000))}")
     cur.execute("PRAGMA temp_store=FILE")  # staging tables must not grow memory with N
     cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     cur.close()
@@ -90,6 +102,7 @@ def make_engine(url: str) -> Engine:
                 f"supports; a catalog URL is {SUPPORTED_URLS}"
             )
         if url.startswith("sqlite"):
+            timeout = busy_timeout_s()  # (a bad setting is refused before anything is made)
             db_path = sqlite_path(url)
             if db_path is not None:
                 _refuse_folder(db_path, url)
@@ -98,7 +111,7 @@ def make_engine(url: str) -> Engine:
                 # e.g. `?mode=ro` without `uri=true`, which the driver would ignore: a
                 # catalog meant to be read-only must not be opened writable in silence
                 warnings.simplefilter("error", SAWarning)
-                engine = create_engine(url, connect_args={"timeout": 30})
+                engine = create_engine(url, connect_args={"timeout": timeout})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
             engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(url))
@@ -541,7 +554,8 @@ def _read_only_engine(url: str, path: Path, *, immutable: bool) -> Engine:
     if immutable:
         query["immutable"] = "1"
     engine = create_engine(
-        URL.create("sqlite", database=database, query=query), connect_args={"timeout": 30}
+        URL.create("sqlite", database=database, query=query),
+        connect_args={"timeout": busy_timeout_s()},
     )
     event.listen(engine, "connect", _sqlite_read_pragmas)
     event.listen(engine, "handle_error", _read_only_error(url))
@@ -552,7 +566,7 @@ def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
     """`_sqlite_pragmas` less what would write the file (the journal mode, the page size)."""
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout_s() * 1000))}")
     cur.execute("PRAGMA temp_store=FILE")
     cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     cur.close()
@@ -716,6 +730,13 @@ def catalog_failure(exc: BaseException, url: str) -> CatalogError | None:
         return CatalogLostError(
             f"catalog {safe_url(url)} failed: {_one_line(orig)} (the connection to the "
             "catalog was lost; run the command again)"
+        )
+    if url.startswith("sqlite") and "database is locked" in str(orig):
+        return CatalogError(
+            f"catalog {safe_url(url)} failed: {_one_line(orig)} (another process held "
+            f"its write lock for over {busy_timeout_s():g} s; a SQLite catalog has one "
+            f"writer at a time: run such jobs one after another, wait longer with "
+            f"{BUSY_TIMEOUT_ENV}=SECONDS, or share a PostgreSQL catalog)"
         )
     return CatalogError(f"catalog {safe_url(url)} failed: {_one_line(orig)}")
 

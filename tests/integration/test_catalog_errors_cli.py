@@ -196,19 +196,45 @@ def test_a_bug_that_raises_a_constraint_error_keeps_its_traceback(
     assert result.exception is bug
 
 
-def test_a_locked_catalog_is_a_catalog_error(
-    catalog: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+def test_a_catalog_another_process_holds_locked_is_a_catalog_error(
+    catalog: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SQLite gives up on a lock only after 30 s; the error it then raises mid-command is
-    # raised here directly, and goes through the real command and the CLI's handler.
-    url, _ = catalog
-    locked = sqlite3.OperationalError("database is locked")
+    """Another process holds the SQLite catalog's write lock (a scan writing its rows):
+    a command that must write waits `GOVERN_SQLITE_BUSY_TIMEOUT` seconds, then says whose
+    lock stopped it and what to do, exit 2, having changed nothing."""
+    url, path = catalog
+    monkeypatch.setenv("GOVERN_SQLITE_BUSY_TIMEOUT", "0.2")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, held
+    try:
+        result = _run(url, "scan", "--root", str(tmp_path / "storage"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    _bad_input(
+        result,
+        f"catalog {url} failed: database is locked",
+        "another process held its write lock for over 0.2 s",
+        "GOVERN_SQLITE_BUSY_TIMEOUT=SECONDS",
+        "PostgreSQL",
+    )
+    assert _run(url, "scan", "--root", str(tmp_path / "storage")).exit_code == 0  # usable
 
-    def held(*_: object) -> None:
-        raise sqlalchemy.exc.OperationalError("SELECT", {}, locked)
 
-    monkeypatch.setattr("governance.catalog.plans.list_plans", held)
-    _bad_input(_run(url, "plans"), f"catalog {url} failed: database is locked")
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
+def test_a_bad_busy_timeout_is_refused_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("GOVERN_SQLITE_BUSY_TIMEOUT", value)
+    path = tmp_path / "new" / "catalog.db"
+    (tmp_path / "storage").mkdir()
+    result = _run(f"sqlite:///{path}", "scan", "--root", str(tmp_path / "storage"))
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    assert result.stderr.strip() == (
+        f"error: GOVERN_SQLITE_BUSY_TIMEOUT={value!r}: not a positive number; give one, "
+        "or unset it for the default (30.0)"
+    )
+    assert not path.parent.exists()
 
 
 def test_only_errors_about_the_catalog_itself_are_mapped() -> None:
