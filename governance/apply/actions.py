@@ -85,6 +85,9 @@ class ActionRunner:
     fence: Callable[[], None] = lambda: None
     """Raises when this apply may act no more (`journal.check_lock`): asked before a
     batch starts and before each delete (`modes.remove`)."""
+    record_copies: Callable[[Sequence[tuple[int, str, str, str | None]]], None] = lambda _rows: None
+    """Records quarantine copies' ETags and encryption in their pending rows
+    (`journal.record_copy_etags`, committed), before their sources are deleted."""
     _quarantine_roots: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def quarantine_root(self, root_url: str) -> str:
@@ -131,7 +134,24 @@ class ActionRunner:
     def remove(self, batch: StartedBatch) -> Mapping[tuple[int, str], KeyResult]:
         """The batch's removals (storage only: safe in a thread of its own)."""
         return remove(
-            batch.items, self.config.delete_mode, self.stores, self.concurrency, self.fence
+            batch.items,
+            self.config.delete_mode,
+            self.stores,
+            self.concurrency,
+            self.fence,
+            self._copies_made,
+        )
+
+    def _copies_made(self, copies: Mapping[tuple[int, str], KeyResult]) -> None:
+        """The quarantine copies' ETags and the objects' encryption into their pending
+        rows before any source is deleted: an apply killed between its deletes and its
+        commit leaves them, and the resumed one records them removed with both."""
+        self.record_copies(
+            [
+                (action_id, key, made.etag, journal.encryption_text(made.encryption))
+                for (action_id, key), made in copies.items()
+                if made.etag
+            ]
         )
 
     def finish(

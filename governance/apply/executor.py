@@ -386,6 +386,7 @@ def _execute(
                 concurrency=concurrency,
                 clock=_clock,
                 fence=partial(journal.check_lock, engine, plan_id, execution_id),
+                record_copies=partial(_record_copies, engine, plan_id),
             )
             delay = env_float("GOVERN_TEST_APPLY_DELAY", 0.0)  # (exit 2 when not a number)
 
@@ -782,3 +783,12 @@ def _frozen_apply_config(plan_id: str, controls: dict[str, Any]) -> ApplyConfig:
             f"plan {plan_id}: its frozen apply block is not usable ({where}: {first['msg']}); "
             "make a new plan"
         ) from exc
+
+
+def _record_copies(
+    engine: Engine, plan_id: str, copies: Sequence[tuple[int, str, str, str | None]]
+) -> None:
+    """`journal.record_copy_etags` in a transaction of its own (see `ActionRunner`)."""
+    if copies:
+        with engine.begin() as conn:
+            journal.record_copy_etags(conn, plan_id, copies)

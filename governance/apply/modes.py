@@ -92,12 +92,16 @@ def remove(
     stores: StoreFactory,
     concurrency: int,
     fence: Callable[[], None] = lambda: None,
+    on_copied: Callable[[Mapping[tuple[int, str], KeyResult]], None] = lambda _copies: None,
 ) -> dict[tuple[int, str], KeyResult]:
     """Remove objects the `mode` way; (action id, key) -> result: its `version_id` is a
     delete marker's, and in quarantine mode its `etag` the quarantine copy's own, on an
     object store (`copy_etag`; None on local disk). `fence` is called right before any
     delete is sent (the sources', a failed action's quarantine copies'), and raises when
-    this apply may act no more (`journal.check_lock`): nothing is then deleted."""
+    this apply may act no more (`journal.check_lock`): nothing is then deleted.
+    `on_copied` is given, before any source is deleted, the quarantine copies whose ETag
+    is known (each with the object's encryption): the journal records them then, so that
+    an apply killed after its deletes still knows how to check and give them back."""
     if mode not in DELETE_MODES:
         raise ValueError(f"unknown delete mode {mode!r}")
     to_delete = list(items)
@@ -105,6 +109,8 @@ def remove(
     etags: dict[tuple[int, str], KeyResult] = {}
     if mode == "quarantine":
         to_delete, failed, etags = _quarantine_copy(items, stores, concurrency, fence)
+        if etags:
+            on_copied(etags)
     fence()
     answers = delete_keys(stores, ((i.root_url, i.key, i.etag) for i in to_delete))
     results = dict(failed)
