@@ -21,7 +21,6 @@ from governance.apply.modes import (
     Item,
     copy_in_place,
     copy_to,
-    delete_keys,
     latest_delete_marker,
     quarantine_class,
     remove,
@@ -184,18 +183,6 @@ class ActionRunner:
             else:
                 not_removed.append((item.action_id, item.key))
                 errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
-        if not_removed:
-            kept = set(not_removed)
-            strays = [  # each only while it is the copy this apply made (its ETag, if known)
-                (
-                    i.quarantine_root or "",
-                    i.quarantine_key or "",
-                    answers[(i.action_id, i.key)].etag,
-                )
-                for i in batch.items
-                if i.quarantine_root and (i.action_id, i.key) in kept
-            ]
-            delete_keys(self.stores, strays)  # the source is still there: its copy is not needed
         removed += self.recovered(batch.removal, batch.pending)
         gone += _gone_before(batch.removal)
         gone += _aborted_uploads(batch.checks, errors)

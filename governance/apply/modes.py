@@ -97,8 +97,8 @@ def remove(
     """Remove objects the `mode` way; (action id, key) -> result: its `version_id` is a
     delete marker's, and in quarantine mode its `etag` the quarantine copy's own, on an
     object store (`copy_etag`; None on local disk). `fence` is called right before any
-    delete is sent (the sources', a failed action's quarantine copies'), and raises when
-    this apply may act no more (`journal.check_lock`): nothing is then deleted.
+    delete is sent (the sources', the quarantine copies of a failed action or of an
+    object whose delete failed), and raises when this apply may act no more (`journal.check_lock`): nothing is then deleted.
     `on_copied` is given, before any source is deleted, the quarantine copies whose ETag
     is known (each with the object's encryption): the journal records them then, so that
     an apply killed after its deletes still knows how to check and give them back."""
@@ -126,6 +126,23 @@ def remove(
                 encryption=made.encryption if made is not None else None,
             )
         results[(item.action_id, item.key)] = answer
+    if mode == "quarantine":
+        # An object whose delete failed is still in place: its quarantine copy is not
+        # needed; each removed only while it is the copy this apply made (its ETag, when
+        # known). Copies of a failed copy step were cleaned up by `_quarantine_copy`; the
+        # keys it never wrote are never touched.
+        strays = [
+            (
+                i.quarantine_root or "",
+                i.quarantine_key or "",
+                _etag(etags.get((i.action_id, i.key))),
+            )
+            for i in to_delete
+            if not results[(i.action_id, i.key)].ok
+        ]
+        if strays:
+            fence()
+            delete_keys(stores, strays)
     return results
 
 

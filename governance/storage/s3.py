@@ -62,9 +62,13 @@ DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
 COPY_OBJECT_MAX_BYTES = 5 * 1024**3  # CopyObject copies at most 5 GiB in one request
 _MISSING_KEY_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _FATAL = (BadCredentialsError, UnreachableError, NoSuchRootError)
-_CHANGED_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
-"""A conditional delete's answers when the object is not the one its ETag names: another
-ETag, or a write racing the delete."""
+_CHANGED_CODE = "PreconditionFailed"
+"""A conditional delete's answer when the key holds an object with another ETag."""
+_RACED_CODE = "ConditionalRequestConflict"
+"""A conditional delete's answer when a write to the key raced it (HTTP 409)."""
+_NO_CONDITIONS_CODES = frozenset({"NotImplemented", "MalformedXML"})
+"""A DeleteObjects request's answer from an endpoint that does not know the `ETag` of an
+entry (it implements no conditional delete, or its XML parser rejects the element)."""
 _GONE_CODE = "NoSuchKey"
 """A conditional delete's answer when the key holds no object: deleted, as an
 unconditional delete of a missing key answers (a retry after a lost answer, say)."""
@@ -174,7 +178,7 @@ class S3Store:
         self._versioning: bool | None = None
         self._list_versions: bool | None = None
         self._versioning_lock = threading.Lock()
-        self._conditional_deletes = True  # False once the endpoint said NotImplemented
+        self._conditional_deletes = True  # False once the endpoint said it has none
         self._conditional_lock = threading.Lock()
         transfer_threads = 8
         self._transfer = TransferConfig(
@@ -458,7 +462,8 @@ class S3Store:
         (S3's conditional delete, the `ETag` of each entry: an object written since its
         ETag was checked stays, and its result fails saying so); None or "" for a key:
         unconditional. An endpoint that does not implement conditional deletes
-        (`NotImplemented`) is asked again without them, once per store, with a warning:
+        (`NotImplemented`, or `MalformedXML` for the element) is asked again without them,
+        once per store, with a warning:
         the caller's check right before is then the only guard, as it was before S3 had
         them. Per-key `Errors` of a 200 response become failed results ("Code: Message").
         A failed request fails its batch; after a credentials, endpoint or bucket failure
@@ -516,7 +521,7 @@ class S3Store:
         except Exception as exc:
             coded = client_error_code(exc)
             conditional = any("ETag" in o for o in objects)
-            if not conditional or coded is None or coded[0] != "NotImplemented":
+            if not conditional or coded is None or coded[0] not in _NO_CONDITIONS_CODES:
                 raise
         with self._conditional_lock:
             if self._conditional_deletes:
@@ -551,13 +556,22 @@ class S3Store:
             if error is None or (etag and code == _GONE_CODE):
                 results.append(KeyResult(k, True, version_id=markers.get(full)))
                 continue
-            if etag and code in _CHANGED_CODES:
+            text = f"{code}: {error.get('Message', '')}".rstrip(": ")
+            if etag and code == _CHANGED_CODE:
                 text = (
                     f"{self.uri(k)} changed since it was checked (its ETag is not {etag} "
                     f"any more: {code}): not deleted"
                 )
-            else:
-                text = f"{code}: {error.get('Message', '')}".rstrip(": ")
+            elif etag and code == _RACED_CODE:
+                text = (
+                    f"{self.uri(k)}: a write to it raced the delete ({code}): not deleted; "
+                    "plan again to decide on what is there now"
+                )
+            elif etag and code == "AccessDenied":
+                text += (
+                    " (a delete conditional on the object's ETag needs s3:GetObject as well "
+                    "as s3:DeleteObject)"
+                )
             results.append(KeyResult(k, False, error=text))
         return results
 

@@ -89,8 +89,9 @@ def test_a_conditional_delete_on_a_versioned_bucket_leaves_a_new_version_current
     assert body == b"newer"
 
 
+@pytest.mark.parametrize("code", ["NotImplemented", "MalformedXML"])
 def test_an_endpoint_without_conditional_deletes_is_asked_again_without_them(
-    moto_server: str, s3_client: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture
+    moto_server: str, s3_client: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture, code: str
 ) -> None:
     """An S3-compatible endpoint that answers NotImplemented to the ETag entries gets the
     batch again as a plain delete, once per store, with a warning (stood in for by a
@@ -105,8 +106,8 @@ def test_an_endpoint_without_conditional_deletes_is_asked_again_without_them(
         if "<ETag>" not in objects:
             return None  # sent on to moto
         refused.append(1)
-        error = {"Error": {"Code": "NotImplemented", "Message": "If-Match not supported"}}
-        return _Response(501), error
+        error = {"Error": {"Code": code, "Message": "no ETag in a Delete entry"}}
+        return _Response(501 if code == "NotImplemented" else 400), error
 
     store._client.meta.events.register("before-call.s3.DeleteObjects", no_conditions)
     etag = _etag(s3_client, s3_bucket, "n/0.bin")
@@ -121,6 +122,55 @@ def test_an_endpoint_without_conditional_deletes_is_asked_again_without_them(
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1
     assert "does not implement conditional deletes" in warnings[0]
+
+
+def test_a_conditional_delete_denied_names_the_permission_it_needs(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    s3_client.put_object(Bucket=s3_bucket, Key="d/a.bin", Body=b"a")
+    deny = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:DeleteObject",
+                "Resource": f"arn:aws:s3:::{s3_bucket}/d/*",
+            }
+        ],
+    }
+    s3_client.put_bucket_policy(Bucket=s3_bucket, Policy=json.dumps(deny))
+    store = _store(moto_server, f"s3://{s3_bucket}/d/")
+
+    [conditional] = store.delete(["a.bin"], [_etag(s3_client, s3_bucket, "d/a.bin")])
+    [plain] = store.delete(["a.bin"])
+
+    assert conditional.error == (
+        "AccessDenied: Access Denied (a delete conditional on the object's ETag needs "
+        "s3:GetObject as well as s3:DeleteObject)"
+    )
+    assert plain.error == "AccessDenied: Access Denied"
+
+
+def test_a_write_racing_the_delete_is_said_to_have_raced_it(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """S3 answers 409 ConditionalRequestConflict for an entry whose key a write raced
+    (stood in for by a `before-call` handler: moto never races)."""
+    s3_client.put_object(Bucket=s3_bucket, Key="r/a.bin", Body=b"a")
+    store = _store(moto_server, f"s3://{s3_bucket}/r/")
+    conflict = {"Code": "ConditionalRequestConflict", "Message": "conflicting operation"}
+
+    def raced(params: dict[str, Any], **_: Any) -> Any:
+        return _Response(200), {"Deleted": [], "Errors": [{"Key": "r/a.bin", **conflict}]}
+
+    store._client.meta.events.register("before-call.s3.DeleteObjects", raced)
+    [result] = store.delete(["a.bin"], [_etag(s3_client, s3_bucket, "r/a.bin")])
+
+    assert result.error == (
+        f"s3://{s3_bucket}/r/a.bin: a write to it raced the delete "
+        "(ConditionalRequestConflict): not deleted; plan again to decide on what is there now"
+    )
 
 
 class _Response:

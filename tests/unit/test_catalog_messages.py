@@ -21,6 +21,16 @@ def test_a_read_only_catalog_says_its_folder_must_be_writable() -> None:
     )
 
 
-def test_other_driver_messages_are_passed_on_as_they_are() -> None:
+def test_a_locked_sqlite_catalog_says_who_holds_it_and_what_to_do() -> None:
     err = catalog_failure(sqlite3.OperationalError("database is locked"), "sqlite:////x/c.db")
-    assert str(err) == "catalog sqlite:////x/c.db failed: database is locked"
+    assert str(err) == (
+        "catalog sqlite:////x/c.db failed: database is locked (another process held its "
+        "write lock for over 30 s; a SQLite catalog has one writer at a time: run such jobs "
+        "one after another, wait longer with GOVERN_SQLITE_BUSY_TIMEOUT=SECONDS, or share a "
+        "PostgreSQL catalog)"
+    )
+
+
+def test_other_driver_messages_are_passed_on_as_they_are() -> None:
+    err = catalog_failure(sqlite3.OperationalError("disk I/O error"), "sqlite:////x/c.db")
+    assert str(err) == "catalog sqlite:////x/c.db failed: disk I/O error"
