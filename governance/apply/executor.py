@@ -376,7 +376,10 @@ def _execute(
                 },
                 at=now,
             )
-            report.purged = purge_quarantine(engine, now=now, stores=stores, actor=actor).purged
+            purge = purge_quarantine(engine, now=now, stores=stores, actor=actor)
+            report.purged = purge.purged
+            if purge.failed:
+                report.notes.append(_purge_failures(purge.failed, purge.errors))
             runner = ActionRunner(
                 plan_id=plan_id,
                 execution_id=execution_id,
@@ -792,3 +795,15 @@ def _record_copies(
     if copies:
         with engine.begin() as conn:
             journal.record_copy_etags(conn, plan_id, copies)
+
+
+def _purge_failures(failed: int, errors: Sequence[str]) -> str:
+    """The note for quarantine copies past `quarantine_for` that could not be purged: they
+    stay, and the next apply tries again."""
+    first = f": {errors[0]}" if errors else ""
+    more = f" (and {failed - 1:,} more)" if failed > 1 and errors else ""
+    return (
+        f"{counted(failed, 'quarantined object')} past quarantine_for could not be purged "
+        f"and stay{'s' if failed == 1 else ''} in quarantine, tried again by the next "
+        f"apply{first}{more}"
+    )

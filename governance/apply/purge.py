@@ -67,7 +67,9 @@ def purge_quarantine(
         else:
             report.failed += 1
             if answer is not None and len(report.errors) < 10:
-                report.errors.append(f"{r.quarantine_root}{r.quarantine_key}: {answer.error}")
+                where = f"{r.quarantine_root}{r.quarantine_key}"
+                error = answer.error or "failed"
+                report.errors.append(error if error.startswith(where) else f"{where}: {error}")
     with engine.begin() as conn:
         if done:
             conn.execute(

@@ -304,3 +304,51 @@ def test_purge_leaves_a_quarantine_copy_that_is_not_the_one_apply_made(
     assert "changed since it was checked" in purged.errors[0]
     left = [o["Key"] for o in s3_client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
     assert left == [copies[0]]
+
+
+def test_apply_says_which_quarantine_copies_it_could_not_purge(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """Purging runs at the start of each apply; a copy it may not delete (written since
+    apply made it) stays, and that apply's report says so in a note."""
+    import time
+
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def write(key: str, content: bytes, mtime: datetime) -> None:
+        backend.put_object(s3_bucket, key, content).last_modified = mtime.replace(tzinfo=None)
+
+    keys = residue(write, "scratch/first")
+    root = f"s3://{s3_bucket}/"
+    policy = tmp_path / "policy.yaml"
+    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\napply: {{quarantine_for: 1s}}\n"
+    policy.write_text(policy_text(root, endpoint=moto_server, extra=extra))
+    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    first = setup.plan()["plan_id"]
+    assert json.loads(setup.apply(first).stdout)["purged"] == 0
+    copies = sorted(
+        o["Key"]
+        for o in s3_client.list_objects_v2(Bucket=s3_bucket)["Contents"]
+        if not o["Key"].startswith("scratch/")
+    )
+    assert len(copies) == len(keys)
+    made = _etag(s3_client, s3_bucket, copies[0])  # as apply recorded it
+    s3_client.put_object(Bucket=s3_bucket, Key=copies[0], Body=b"someone else's")
+    residue(write, "scratch/second")
+    second = setup.plan()["plan_id"]
+    time.sleep(1.1)  # the first plan's copies are past quarantine_for
+
+    result = setup.apply(second)
+
+    assert json.loads(result.stdout)["purged"] == len(keys) - 1
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    copy = f"s3://{s3_bucket}/{copies[0]}"
+    assert notes == [
+        "note: 1 quarantined object past quarantine_for could not be purged and stays in "
+        f"quarantine, tried again by the next apply: {copy} changed since it was checked "
+        f"(its ETag is not {made} any more: PreconditionFailed): not deleted"
+    ]
+    assert s3_client.get_object(Bucket=s3_bucket, Key=copies[0])["Body"].read() == b"someone else's"
