@@ -17,23 +17,10 @@ from sqlalchemy import text
 
 from governance.apply import StoreOpener, StoreSettings, apply_plan
 from tests.fixtures.builders import residue
+from tests.integration.test_apply_resume import DiesAfterDelete
 from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/run-key"  # the objects' own KMS key
-
-
-class _DiesAfterDelete:
-    """The root's real store: it deletes, then the process "dies" before apply records it."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def delete(self, keys: Any, etags: Any = None) -> Any:
-        self._real.delete(keys, etags)
-        raise KeyboardInterrupt
 
 
 def test_a_resumed_apply_records_the_copies_etags_and_the_objects_encryption(
@@ -60,7 +47,7 @@ def test_a_resumed_apply_records_the_copies_etags_and_the_objects_encryption(
     setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
     plan_id = setup.plan()["plan_id"]
     opener = StoreOpener([StoreSettings(root, moto_server)])
-    dying = _DiesAfterDelete(opener(root))
+    dying = DiesAfterDelete(opener(root))
 
     def stores(url: str) -> Any:
         return dying if url == root else opener(url)

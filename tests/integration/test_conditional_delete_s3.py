@@ -35,6 +35,36 @@ def _etag(s3_client: Any, bucket: str, key: str) -> str:
     return str(s3_client.head_object(Bucket=bucket, Key=key)["ETag"]).strip('"')
 
 
+def _old_writer(s3_bucket: str) -> Callable[[str, bytes, datetime], None]:
+    """A fixture builder's writer into the bucket, backdating each object (moto's own
+    backend: S3 sets the time of a put itself)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def write(key: str, content: bytes, mtime: datetime) -> None:
+        backend.put_object(s3_bucket, key, content).last_modified = mtime.replace(tzinfo=None)
+
+    return write
+
+
+def _setup(tmp_path: Path, moto_server: str, s3_bucket: str, apply: str = "") -> Setup:
+    """A policy over the whole bucket (residue expires), no approval needed, no limits."""
+    policy = tmp_path / "policy.yaml"
+    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\n"
+    if apply:
+        extra += f"apply: {{{apply}}}\n"
+    policy.write_text(policy_text(f"s3://{s3_bucket}/", endpoint=moto_server, extra=extra))
+    return Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+
+
+def _quarantine_copies(s3_client: Any, s3_bucket: str) -> list[str]:
+    """The keys of the bucket outside the residue's folder (the quarantine's), sorted."""
+    listed = s3_client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])
+    return sorted(o["Key"] for o in listed if not o["Key"].startswith("scratch/"))
+
+
 def test_a_key_written_since_its_etag_was_checked_is_not_deleted(
     moto_server: str, s3_client: Any, s3_bucket: str
 ) -> None:
@@ -204,22 +234,11 @@ class _WriterBeforeDelete:
 def test_apply_leaves_an_object_written_between_its_check_and_its_delete(
     tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str, mode: str
 ) -> None:
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
-
-    def write(key: str, content: bytes, mtime: datetime) -> None:
-        stored = backend.put_object(s3_bucket, key, content)
-        stored.last_modified = mtime.replace(tzinfo=None)
-
+    write = _old_writer(s3_bucket)
     keys = residue(write, "scratch/a") + residue(write, "scratch/b")
     target = "scratch/a/upload.tmp"
     root = f"s3://{s3_bucket}/"
-    policy = tmp_path / "policy.yaml"
-    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\napply: {{delete_mode: {mode}}}\n"
-    policy.write_text(policy_text(root, endpoint=moto_server, extra=extra))
-    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    setup = _setup(tmp_path, moto_server, s3_bucket, f"delete_mode: {mode}")
     doc = setup.plan()
     assert {o["uri"] for a in doc["actions"] for o in a["objects"]} == {root + k for k in keys}
 
@@ -253,7 +272,7 @@ def test_apply_leaves_an_object_written_between_its_check_and_its_delete(
     journal.dispose()
     assert {k for k, state in rows if state == "removed"} == set(keys) - {target}
     if mode == "quarantine":  # the failed removal's quarantine copy was taken back
-        copies = [k for k in left if not k.startswith("scratch/")]
+        copies = _quarantine_copies(s3_client, s3_bucket)
         assert len(copies) == len(keys) - 1
         assert not any(k.endswith(target) for k in copies)
         assert json.loads(setup.restore(doc["plan_id"]).stdout)["restored"] == len(keys) - 1
@@ -267,32 +286,17 @@ def test_purge_leaves_a_quarantine_copy_that_is_not_the_one_apply_made(
     (`removed_objects.copy_etag`): something written at that key since is not ours."""
     from datetime import timedelta
 
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-
     from governance.apply import purge_quarantine
 
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
-
-    def write(key: str, content: bytes, mtime: datetime) -> None:
-        backend.put_object(s3_bucket, key, content).last_modified = mtime.replace(tzinfo=None)
-
-    keys = residue(write, "scratch/p")
+    keys = residue(_old_writer(s3_bucket), "scratch/p")
     root = f"s3://{s3_bucket}/"
-    policy = tmp_path / "policy.yaml"
-    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\n"
-    policy.write_text(policy_text(root, endpoint=moto_server, extra=extra))
-    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    setup = _setup(tmp_path, moto_server, s3_bucket)
     doc = setup.plan()
     opener = StoreOpener([StoreSettings(root, moto_server)])
     engine = setup.engine()
     report = apply_plan(engine, doc["plan_id"], actor="ops", now=datetime.now(UTC), stores=opener)
     assert {r.outcome.value for r in report.results} == {"ok"}
-    copies = sorted(
-        o["Key"]
-        for o in s3_client.list_objects_v2(Bucket=s3_bucket)["Contents"]
-        if not o["Key"].startswith("scratch/")
-    )
+    copies = _quarantine_copies(s3_client, s3_bucket)
     assert len(copies) == len(keys)
     s3_client.put_object(Bucket=s3_bucket, Key=copies[0], Body=b"someone else's")
 
@@ -313,27 +317,12 @@ def test_apply_says_which_quarantine_copies_it_could_not_purge(
     apply made it) stays, and that apply's report says so in a note."""
     import time
 
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
-
-    def write(key: str, content: bytes, mtime: datetime) -> None:
-        backend.put_object(s3_bucket, key, content).last_modified = mtime.replace(tzinfo=None)
-
+    write = _old_writer(s3_bucket)
     keys = residue(write, "scratch/first")
-    root = f"s3://{s3_bucket}/"
-    policy = tmp_path / "policy.yaml"
-    extra = f"{NO_APPROVAL}safety: {{max_delete_fraction: 1}}\napply: {{quarantine_for: 1s}}\n"
-    policy.write_text(policy_text(root, endpoint=moto_server, extra=extra))
-    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
+    setup = _setup(tmp_path, moto_server, s3_bucket, "quarantine_for: 1s")
     first = setup.plan()["plan_id"]
     assert json.loads(setup.apply(first).stdout)["purged"] == 0
-    copies = sorted(
-        o["Key"]
-        for o in s3_client.list_objects_v2(Bucket=s3_bucket)["Contents"]
-        if not o["Key"].startswith("scratch/")
-    )
+    copies = _quarantine_copies(s3_client, s3_bucket)
     assert len(copies) == len(keys)
     made = _etag(s3_client, s3_bucket, copies[0])  # as apply recorded it
     s3_client.put_object(Bucket=s3_bucket, Key=copies[0], Body=b"someone else's")
