@@ -6,6 +6,7 @@ endpoint, so nothing here can reach AWS.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import uuid
@@ -74,3 +75,16 @@ def _put_many(bucket: str, keys: Iterable[str], body: bytes = b"x") -> None:
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
     for key in keys:
         backend.put_object(bucket, key, body)
+
+
+def deny_deletes(s3_client: Any, bucket: str, resource: str) -> None:
+    """A bucket policy denying everyone `s3:DeleteObject` on `resource` (a key or a
+    `prefix/*` pattern of the bucket): moto answers those deletes AccessDenied."""
+    statement = {
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:DeleteObject",
+        "Resource": f"arn:aws:s3:::{bucket}/{resource}",
+    }
+    policy = {"Version": "2012-10-17", "Statement": [statement]}
+    s3_client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))

@@ -22,6 +22,7 @@ from moto.s3.models import FakeKey, s3_backends
 
 from governance.apply import StoreOpener, StoreSettings, apply_plan
 from tests.fixtures.builders import hf_run, marker, residue
+from tests.integration.conftest import deny_deletes
 from tests.integration.test_apply_support import (
     NO_APPROVAL,
     Setup,
@@ -289,18 +290,7 @@ def test_per_key_delete_errors_fail_the_action_and_nothing_is_marked_done(
 ) -> None:
     before = live(s3_bucket)
     doc = tree.plan()
-    deny = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:DeleteObject",
-                "Resource": f"arn:aws:s3:::{s3_bucket}/{RUN}checkpoint-1000/optimizer.pt",
-            }
-        ],
-    }
-    s3_client.put_bucket_policy(Bucket=s3_bucket, Policy=json.dumps(deny))
+    deny_deletes(s3_client, s3_bucket, f"{RUN}checkpoint-1000/optimizer.pt")
     try:
         result = tree.apply(doc["plan_id"], code=1)
     finally:

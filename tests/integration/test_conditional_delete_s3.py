@@ -22,6 +22,7 @@ from governance.apply import StoreOpener, StoreSettings, apply_plan
 from governance.storage import open_store
 from governance.storage.s3 import S3Store
 from tests.fixtures.builders import residue
+from tests.integration.conftest import deny_deletes
 from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
 
 
@@ -158,18 +159,7 @@ def test_a_conditional_delete_denied_names_the_permission_it_needs(
     moto_server: str, s3_client: Any, s3_bucket: str
 ) -> None:
     s3_client.put_object(Bucket=s3_bucket, Key="d/a.bin", Body=b"a")
-    deny = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:DeleteObject",
-                "Resource": f"arn:aws:s3:::{s3_bucket}/d/*",
-            }
-        ],
-    }
-    s3_client.put_bucket_policy(Bucket=s3_bucket, Policy=json.dumps(deny))
+    deny_deletes(s3_client, s3_bucket, "d/*")
     store = _store(moto_server, f"s3://{s3_bucket}/d/")
 
     [conditional] = store.delete(["a.bin"], [_etag(s3_client, s3_bucket, "d/a.bin")])

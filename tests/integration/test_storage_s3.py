@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from governance.storage.base import ObjectInfo, Store, row_from_info
 from governance.storage.errors import KeyNotFoundError
 from governance.storage.fs import FsspecStore
 from governance.storage.s3 import S3Store
+from tests.integration.conftest import deny_deletes
 
 pytestmark = pytest.mark.s3
 
@@ -348,18 +348,7 @@ def test_delete_in_batches_with_per_key_errors(
 ) -> None:
     keys = [f"ckpt/{i:05d}" for i in range(2100)] + [f"protected/{i}" for i in range(3)]
     put_many(s3_bucket, keys)
-    policy = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:DeleteObject",
-                "Resource": f"arn:aws:s3:::{s3_bucket}/protected/*",
-            }
-        ],
-    }
-    s3_client.put_bucket_policy(Bucket=s3_bucket, Policy=json.dumps(policy))
+    deny_deletes(s3_client, s3_bucket, "protected/*")
     store = store_for(moto_server, f"s3://{s3_bucket}")
     assert isinstance(store, S3Store)
     batch_sizes: list[int] = []
