@@ -165,11 +165,14 @@ class ActionRunner:
         copy_etags: list[tuple[int, str, str, str | None]] = []  # on S3, + encryption
         not_removed: list[tuple[int, str]] = []
         gone: list[Removed] = []  # what is no longer where the catalog has it
+        # Actions with a delete whose outcome is not known: their rows are settled one by
+        # one (those known removed), the others stay pending for the next apply.
+        uncertain = {i.action_id for i in batch.items if answers[(i.action_id, i.key)].unknown}
         for item in batch.items:
             answer = answers[(item.action_id, item.key)]
             if answer.ok:
                 gone.append((item.root_url, item.key, "", item.size or 0))
-                if answer.version_id is not None:
+                if answer.version_id is not None or item.action_id in uncertain:
                     removed.append((item.action_id, item.key, answer.version_id))
                 if answer.etag and item.quarantine_root:
                     copy_etags.append(
@@ -181,15 +184,17 @@ class ActionRunner:
                         )
                     )
             else:
-                not_removed.append((item.action_id, item.key))
+                if not answer.unknown:  # (unknown: its row stays pending for the next apply)
+                    not_removed.append((item.action_id, item.key))
                 errors.setdefault(item.action_id, f"{item.key}: {answer.error}")
         removed += self.recovered(batch.removal, batch.pending)
         gone += _gone_before(batch.removal)
         gone += _aborted_uploads(batch.checks, errors)
         outcomes = [self._outcome(c, errors) for c in batch.checks]
-        removal_ids = [c.action.id for c in batch.removal]
+        removal_ids = [c.action.id for c in batch.removal if c.action.id not in uncertain]
+        by_row = [r for r in removed if r[2] is not None or r[0] in uncertain]
         self._commit(
-            engine, outcomes, removal_ids, removed, not_removed, batch.copied, gone, copy_etags
+            engine, outcomes, removal_ids, by_row, not_removed, batch.copied, gone, copy_etags
         )
         return outcomes
 
@@ -313,9 +318,10 @@ class ActionRunner:
         """One transaction: the removal journal, the copies in place made and the objects
         removed (into the catalog's object rows), the results and their audit event.
 
-        Rows of objects not removed are dropped first; those with a delete-marker version
-        get it row by row; then every remaining pending row of the batch's removal actions
-        (this run's and any an interrupted run left for the same objects) is `removed`.
+        Rows of objects not removed are dropped first; `removed` (those with a delete-marker
+        version, and every object known removed of an action with an unknown outcome) is
+        marked row by row; then every remaining pending row of `removal_ids` (this run's and
+        any an interrupted run left for the same objects) is `removed`.
         """
         from governance import audit
 
@@ -327,9 +333,8 @@ class ActionRunner:
         with engine.begin() as conn:
             journal.drop_pending(conn, self.plan_id, not_removed)
             journal.record_copy_etags(conn, self.plan_id, copy_etags)
-            markers = [r for r in removed if r[2] is not None]
             journal.mark_removed(
-                conn, self.plan_id, markers, execution_id=run, now=now, purge_after=purge_after
+                conn, self.plan_id, removed, execution_id=run, now=now, purge_after=purge_after
             )
             journal.mark_actions_removed(
                 conn, self.plan_id, removal_ids, execution_id=run, now=now, purge_after=purge_after

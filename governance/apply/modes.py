@@ -129,7 +129,8 @@ def remove(
     if mode == "quarantine":
         # An object whose delete failed is still in place: its quarantine copy is not
         # needed; each removed only while it is the copy this apply made (its ETag, when
-        # known). Copies of a failed copy step were cleaned up by `_quarantine_copy`; the
+        # known). Not when the delete's outcome is not known: the copy may be all that is
+        # left of the object. Copies of a failed copy step were cleaned up by `_quarantine_copy`; the
         # keys it never wrote are never touched.
         strays = [
             (
@@ -138,7 +139,7 @@ def remove(
                 _etag(etags.get((i.action_id, i.key))),
             )
             for i in to_delete
-            if not results[(i.action_id, i.key)].ok
+            if not (answer := results[(i.action_id, i.key)]).ok and not answer.unknown
         ]
         if strays:
             fence()

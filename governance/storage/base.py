@@ -85,6 +85,10 @@ class KeyResult:
     # A copy's source's encryption where the store tells it (S3): recorded with a
     # quarantined object, so that restore gives it back as it was
     encryption: Encryption | None = None
+    # A failed delete whose request may have gone through all the same (it raised: a
+    # timeout, a dropped connection): whether the object is gone is not known. Apply keeps
+    # its journal row pending and its quarantine copy, and the next apply settles it.
+    unknown: bool = False
 
 
 @runtime_checkable

@@ -467,7 +467,8 @@ class S3Store:
         the caller's check right before is then the only guard, as it was before S3 had
         them. Per-key `Errors` of a 200 response become failed results ("Code: Message").
         A failed request fails its batch; after a credentials, endpoint or bucket failure
-        the remaining batches are not attempted. On a versioned bucket the response is not
+        the remaining batches are not attempted, and a request that raised may have been
+        carried out all the same: its keys' results are `unknown`. On a versioned bucket the response is not
         quiet, so each result carries the delete marker's version id (undo = delete that
         marker).
         """
@@ -500,7 +501,9 @@ class S3Store:
                 error = translate(self.url, exc)
                 if isinstance(error, _FATAL):
                     fatal.append(error)
-                return [KeyResult(k, False, error=str(error)) for k in names]
+                # S3 may have carried the request out and lost only its answer
+                # (botocore gave up retrying): what became of each key is not known.
+                return [KeyResult(k, False, error=str(error), unknown=True) for k in names]
             return self._delete_results(names, expected, response)
 
         if len(batches) <= 1:
