@@ -391,8 +391,11 @@ class FsspecStore:
     ) -> builtins.list[KeyResult]:
         """Remove files; a missing file counts as deleted (retries are idempotent).
 
-        `etags` are not asked: a filesystem has no conditional delete (the caller's check
-        right before deleting is the guard).
+        `etags` (parallel to `keys`): on local disk a file whose modification-time token
+        (`mtime:<ns>`, its ETag here) is not that one any more was written since the
+        caller checked it, and is not removed (its result fails saying so): the file is
+        looked at right before it is unlinked. Other filesystems have no conditional
+        delete: the caller's check is their guard.
 
         On local disk, directories left empty by the deletion are removed too (never the
         root), so a deleted checkpoint does not linger as an empty folder.
@@ -400,11 +403,24 @@ class FsspecStore:
         results: list[KeyResult] = []
         emptied: set[str] = set()
         seen: dict[str, bool] = {}  # (each folder looked at once in a call)
-        for key in keys:
+        expected = list(etags) if etags is not None else [None] * len(keys)
+        if len(expected) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(expected)} ETags")
+        for key, etag in zip(keys, expected, strict=True):
             try:
                 path = self._path(key)
                 if self._local:
                     self._refuse_links(key, path, seen)
+                    if etag and etag.startswith("mtime:"):
+                        now = f"mtime:{os.lstat(path).st_mtime_ns}"
+                        if now != etag:
+                            error = (
+                                f"{self.uri(key)} changed since it was checked (written "
+                                "again: its modification time is not the one checked): "
+                                "not deleted"
+                            )
+                            results.append(KeyResult(key, False, error=error))
+                            continue
                     os.unlink(path)
                     emptied.add(os.path.dirname(path))
                 else:
