@@ -172,8 +172,13 @@ class ActionRunner:
             answer = answers[(item.action_id, item.key)]
             if answer.ok:
                 gone.append((item.root_url, item.key, "", item.size or 0))
-                if answer.version_id is not None or item.action_id in uncertain:
-                    removed.append((item.action_id, item.key, answer.version_id))
+                version = answer.version_id
+                if version is None and self.config.delete_mode == "versioned":
+                    # deleted with no marker said (a retried request found the key empty:
+                    # its first attempt's answer was lost): the marker that hides it now
+                    version = self._marker_now(item.root_url, item.key)
+                if version is not None or item.action_id in uncertain:
+                    removed.append((item.action_id, item.key, version))
                 if answer.etag and item.quarantine_root:
                     copy_etags.append(
                         (
@@ -284,6 +289,14 @@ class ActionRunner:
                 if not result.ok:
                     errors.setdefault(c.action.id, f"{o.key}: {result.error}")
 
+    def _marker_now(self, root_url: str, key: str) -> str | None:
+        """The version id of the delete marker hiding `key` now; None when it cannot be
+        found (restore then reports the marker unknown)."""
+        try:
+            return latest_delete_marker(self.stores(root_url), key)
+        except Exception:
+            return None
+
     def recovered(
         self, checks: Sequence[Check], pending: Mapping[tuple[int, str], Any]
     ) -> list[tuple[int, str, str | None]]:
@@ -295,12 +308,8 @@ class ActionRunner:
                 if self.config.delete_mode == "versioned":
                     row = pending.get((c.action.id, o.key)) or {}
                     marker = row.get("marker_version_id")
-                    if marker is None:
-                        try:
-                            store = self.stores(c.action.artifact.root_url)
-                            marker = latest_delete_marker(store, o.key)
-                        except Exception:  # restore will report the marker as unknown
-                            marker = None
+                    if marker is None:  # (None: restore reports the marker unknown)
+                        marker = self._marker_now(c.action.artifact.root_url, o.key)
                 found.append((c.action.id, o.key, marker))
         return found
 

@@ -79,3 +79,42 @@ def test_a_lost_delete_answer_keeps_the_copies_and_the_next_apply_settles_them(
     assert json.loads(setup.restore(plan_id).stdout)["restored"] == len(keys)
     for key in keys:
         assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+
+
+def test_a_retried_versioned_delete_records_the_marker_that_hides_the_object(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """botocore retries a DeleteObjects whose answer was lost: on a versioned bucket the
+    first attempt wrote the delete markers, and the retry's conditional entries find the
+    keys empty (NoSuchKey: deleted, no marker said). Apply looks the markers up, so that
+    restore can undo the deletes."""
+    s3_client.put_bucket_versioning(Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"})
+    keys = residue(_old_writer(s3_bucket), "scratch/v")
+    root = f"s3://{s3_bucket}/"
+    setup = _setup(tmp_path, moto_server, s3_bucket, "delete_mode: versioned")
+    plan_id = setup.plan()["plan_id"]
+    opener = StoreOpener([StoreSettings(root, moto_server)])
+    client = opener(root)._client
+    real = client.delete_objects
+
+    def retried(**kwargs: Any) -> Any:
+        real(**kwargs)  # carried out, its answer lost
+        return real(**kwargs)  # the retry's answer
+
+    client.delete_objects = retried
+    engine = setup.engine()
+    report = apply_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=opener)
+    with engine.connect() as conn:
+        markers = dict(
+            conn.execute(text("SELECT key, marker_version_id FROM removed_objects")).all()
+        )
+    engine.dispose()
+
+    assert {r.outcome.value for r in report.results} == {"ok"}
+    versions = s3_client.list_object_versions(Bucket=s3_bucket, Prefix="scratch/v/")
+    hiding = {m["Key"]: m["VersionId"] for m in versions["DeleteMarkers"] if m["IsLatest"]}
+    assert markers == hiding
+    assert sorted(markers) == sorted(keys)
+    assert json.loads(setup.restore(plan_id).stdout)["restored"] == len(keys)
+    for key in keys:
+        assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()
