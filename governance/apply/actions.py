@@ -371,7 +371,7 @@ class ActionRunner:
         etag = obj.etag or None
         if self.config.delete_mode != "quarantine":
             return Item(action.id, root, key, size=obj.size, etag=etag)
-        where = quarantine_key(self.plan_id, root, key)
+        where = quarantine_key(self.plan_id, root, key, self.quarantine_root(root))
         # the copy's class: STANDARD unless its own costs less for quarantine_for
         held = quarantine_class(obj.storage_class, self.config.quarantine_for, obj.size)
         return Item(action.id, root, key, self.quarantine_root(root), where, obj.size, held, etag)
@@ -447,17 +447,25 @@ def results_payload(execution_id: int, outcomes: Sequence[ActionOutcome]) -> dic
     }
 
 
-def quarantine_key(plan_id: str, root_url: str, key: str) -> str:
+def quarantine_key(plan_id: str, root_url: str, key: str, quarantine_url: str = "") -> str:
     """Where an object goes under its quarantine location: the plan's folder, then the
     object's whole path (bucket or folders included), so roots that share a quarantine
-    location (two prefixes of one bucket, sibling folders) never collide there.
+    location (two prefixes of one bucket, sibling folders) never collide there. A root
+    of another scheme than the quarantine's has its scheme first (`file:`, `gs:`: no
+    bucket is named so), so `file:///ckpt/x` and `s3://ckpt/x` never share a copy.
 
         >>> quarantine_key("p-1", "s3://ml/team-a/", "runs/r1/x.pt")
         'p-1/ml/team-a/runs/r1/x.pt'
         >>> quarantine_key("p-1", "file:///data/a/", "x.pt")
         'p-1/data/a/x.pt'
+        >>> quarantine_key("p-1", "file:///ml/team-a/", "x.pt", "s3://q/")
+        'p-1/file:/ml/team-a/x.pt'
     """
-    return f"{plan_id}/{root_url.split('://', 1)[1].lstrip('/')}{key}"
+    scheme, _, rest = root_url.partition("://")
+    path = rest.lstrip("/")
+    if quarantine_url and quarantine_url.partition("://")[0] != scheme:
+        return f"{plan_id}/{scheme}:/{path}{key}"
+    return f"{plan_id}/{path}{key}"
 
 
 _REMOVED_HOW = {

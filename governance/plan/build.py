@@ -223,7 +223,7 @@ def _keys_too_long_to_quarantine(
                 folder = where.split("://", 1)[1].partition("/")[2]
                 if folder and not folder.endswith("/"):
                     folder += "/"
-                overhead = len((folder + quarantine_key(plan_id, root, "")).encode())
+                overhead = len((folder + quarantine_key(plan_id, root, "", where)).encode())
                 limit = limits[root] = S3_KEY_MAX_BYTES - overhead
         for o in a.objects:
             # (a character is at most 4 bytes: most keys are settled without encoding)
