@@ -10,7 +10,7 @@ recoverable (see `preconditions`). An action is ok only if every one of its obje
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -120,8 +120,17 @@ class ActionRunner:
         for c in removal:
             for o in c.todo:
                 item = self._item(c.action, o)
-                items.append(item)
                 earlier = pending.get((c.action.id, o.key)) if pending else None
+                if (
+                    earlier is not None
+                    and earlier["state"] == "pending"
+                    and earlier.get("quarantine_key")
+                    and earlier.get("quarantine_root") == item.quarantine_root
+                ):
+                    # the copy goes where the row says it is (a release before may have
+                    # named quarantine keys otherwise)
+                    item = replace(item, quarantine_key=earlier["quarantine_key"])
+                items.append(item)
                 if earlier is None or earlier["state"] != "pending":
                     # An interrupted apply's pending row for an object it did not get to
                     # remove stands for this removal too: one row per removed object.

@@ -105,7 +105,8 @@ def restore_plan(
     # may be gone already, unrecorded, their copies in quarantine. Restore never acts on
     # them (while an apply of the plan runs they are removals in flight, and one found
     # in place could lose its copy to a restore); it says so, when that apply did not
-    # finish, and how to get them back. (A finished apply leaves a row pending on
+    # finish or failed (a delete whose answer was lost leaves its rows pending), and how
+    # to get them back. (An apply that finished without failures leaves a row pending on
     # purpose: an object written again since, which it did not remove.)
     pending = [r for r in rows if r["state"] == "pending"]
     rows = [r for r in rows if r["state"] != "pending"]
@@ -350,9 +351,14 @@ def _purged(row: dict[str, Any]) -> str:
 
 
 def _unfinished(engine: Engine, plan_id: str) -> bool:
-    """Whether the plan's last apply did not finish (killed, interrupted, an error)."""
+    """Whether the plan's last apply did not finish (killed, interrupted, an error), or
+    finished with failed actions: a delete whose answer was lost leaves its objects'
+    rows pending (gone or not, it is not known) for the next apply to settle."""
     runs = executions(engine, plan_id)
-    return bool(runs) and runs[-1].status in ("running", "interrupted", "error")
+    if not runs:
+        return False
+    last = runs[-1]
+    return last.status in ("running", "interrupted", "error") or last.actions_failed > 0
 
 
 def _unfinished_words(plan_id: str, pending: Sequence[dict[str, Any]], status: str) -> str:
@@ -363,7 +369,8 @@ def _unfinished_words(plan_id: str, pending: Sequence[dict[str, Any]], status: s
     )
     where = f"; their quarantine copies are under {', '.join(held)}" if held else ""
     words = (
-        f"plan {plan_id}: an apply of it did not finish: {counted(n, 'object')} it was "
+        f"plan {plan_id}: an apply of it did not finish, or failed while removing: "
+        f"{counted(n, 'object')} it was "
         f"removing {'is' if n == 1 else 'are'} not recorded as removed (some may be gone "
         f"already{where}); `govern apply {plan_id}` finishes and records them, then `govern "
         f"restore {plan_id}` brings them back"

@@ -22,7 +22,14 @@ import botocore.session
 import botocore.utils
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    IncompleteReadError,
+    ReadTimeoutError,
+)
 
 from governance.errors import (
     BadCredentialsError,
@@ -66,6 +73,19 @@ _CHANGED_CODE = "PreconditionFailed"
 """A conditional delete's answer when the key holds an object with another ETag."""
 _RACED_CODE = "ConditionalRequestConflict"
 """A conditional delete's answer when a write to the key raced it (HTTP 409)."""
+
+
+def _maybe_carried_out(exc: BaseException) -> bool:
+    """Whether a request that raised may have been carried out all the same: its answer
+    was lost (a read timeout, a connection closed mid-answer) or was a server error after
+    the retries. A 4xx answer, a connection never made, or an error before sending says
+    it was not."""
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return not isinstance(status, int) or status >= 500
+    return isinstance(exc, (ReadTimeoutError, ConnectionClosedError, IncompleteReadError))
+
+
 _NO_CONDITIONS_CODES = frozenset({"NotImplemented", "MalformedXML"})
 """A DeleteObjects request's answer from an endpoint that does not know the `ETag` of an
 entry (it implements no conditional delete, or its XML parser rejects the element)."""
@@ -503,7 +523,8 @@ class S3Store:
                     fatal.append(error)
                 # S3 may have carried the request out and lost only its answer
                 # (botocore gave up retrying): what became of each key is not known.
-                return [KeyResult(k, False, error=str(error), unknown=True) for k in names]
+                unknown = _maybe_carried_out(exc)
+                return [KeyResult(k, False, error=str(error), unknown=unknown) for k in names]
             return self._delete_results(names, expected, response)
 
         if len(batches) <= 1:

@@ -73,6 +73,11 @@ def test_a_lost_delete_answer_keeps_the_copies_and_the_next_apply_settles_them(
     assert {state for state, _ in rows.values()} == {"pending"}
     assert all(etag for _, etag in rows.values())
 
+    # restore says where those objects are and that apply settles them, not "nothing"
+    told = setup.restore(plan_id, code=3)
+    assert "did not finish, or failed while removing: 3 objects it was removing" in told.stderr
+    assert f"`govern apply {plan_id}` finishes and records them" in told.stderr
+
     second = json.loads(setup.apply(plan_id).stdout)
     assert {r["outcome"] for r in second["results"]} == {"ok"}
     assert {state for state, _ in _rows(setup).values()} == {"removed"}
@@ -118,3 +123,26 @@ def test_a_retried_versioned_delete_records_the_marker_that_hides_the_object(
     assert json.loads(setup.restore(plan_id).stdout)["restored"] == len(keys)
     for key in keys:
         assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+
+
+def test_only_a_request_that_may_have_been_carried_out_is_unknown() -> None:
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        ParamValidationError,
+    )
+
+    from governance.storage.s3 import _maybe_carried_out
+
+    def answered(status: int) -> ClientError:
+        return ClientError(
+            {"Error": {"Code": "X"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Delete"
+        )
+
+    assert _maybe_carried_out(ReadTimeoutError(endpoint_url="http://s3"))
+    assert _maybe_carried_out(answered(500))
+    assert _maybe_carried_out(answered(503))
+    assert not _maybe_carried_out(answered(403))  # a definite answer: not carried out
+    assert not _maybe_carried_out(answered(404))
+    assert not _maybe_carried_out(EndpointConnectionError(endpoint_url="http://s3"))
+    assert not _maybe_carried_out(ParamValidationError(report="bad"))

@@ -293,7 +293,8 @@ def test_a_restore_after_an_unfinished_apply_says_how_to_get_its_removals_back(
     early = setup.restore(plan_id, code=3)
     quarantine = (storage.parent / ".govern-quarantine").as_uri() + "/"
     assert early.stderr.strip() == (
-        f"error: plan {plan_id}: an apply of it did not finish: 90 objects it was removing "
+        f"error: plan {plan_id}: an apply of it did not finish, or failed while removing: "
+        "90 objects it was removing "
         "are not recorded as removed (some may be gone already; their quarantine copies "
         f"are under {quarantine}{plan_id}/); `govern apply {plan_id}` finishes and records "
         f"them, then `govern restore {plan_id}` brings them back"

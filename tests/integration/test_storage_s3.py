@@ -387,6 +387,7 @@ def test_delete_against_missing_bucket_fails_every_key(moto_server: str) -> None
     results = store_for(moto_server, "s3://no-such-bucket-to-delete").delete(["a", "b"])
     assert [r.ok for r in results] == [False, False]
     assert all("NoSuchBucket" in (r.error or "") for r in results)
+    assert not any(r.unknown for r in results)  # a definite answer: nothing was deleted
 
 
 @pytest.mark.parametrize("size", [1024, 6 * 1024 * 1024])
