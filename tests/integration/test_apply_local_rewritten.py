@@ -12,34 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from governance.apply import StoreOpener, apply_plan
 from tests.fixtures.builders import local_writer, residue
 from tests.integration.test_apply_support import NO_APPROVAL, Setup, policy_text
-
-
-class _WriterBeforeDelete:
-    """The root's real store, with a writer changing a file right before the first
-    delete apply sends (after every check and quarantine copy)."""
-
-    def __init__(self, real: Any, write: Callable[[], None]) -> None:
-        self._real = real
-        self._write: Callable[[], None] | None = write
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def delete(self, keys: Any, etags: Any = None) -> Any:
-        if self._write is not None:
-            self._write, write = None, self._write
-            write()
-        return self._real.delete(keys, etags)
+from tests.integration.test_conditional_delete_s3 import _WriterBeforeDelete
 
 
 @pytest.mark.parametrize("how", ["replaced", "rewritten_in_place"])
