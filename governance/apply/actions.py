@@ -81,12 +81,13 @@ class ActionRunner:
     stores: StoreFactory
     concurrency: int
     clock: Callable[[], datetime]
+    record_copies: Callable[[Sequence[tuple[int, str, str, str | None]]], None]
+    """Records quarantine copies' ETags and encryption in their pending rows
+    (`journal.record_copy_etags`, committed), before their sources are deleted: the only
+    place they are recorded."""
     fence: Callable[[], None] = lambda: None
     """Raises when this apply may act no more (`journal.check_lock`): asked before a
     batch starts and before each delete (`modes.remove`)."""
-    record_copies: Callable[[Sequence[tuple[int, str, str, str | None]]], None] = lambda _rows: None
-    """Records quarantine copies' ETags and encryption in their pending rows
-    (`journal.record_copy_etags`, committed), before their sources are deleted."""
     _quarantine_roots: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def quarantine_root(self, root_url: str) -> str:
@@ -171,7 +172,6 @@ class ActionRunner:
         """Map the removals' answers back to actions, commit every outcome, return them."""
         errors = batch.errors
         removed: list[tuple[int, str, str | None]] = []
-        copy_etags: list[tuple[int, str, str, str | None]] = []  # on S3, + encryption
         not_removed: list[tuple[int, str]] = []
         gone: list[Removed] = []  # what is no longer where the catalog has it
         # Actions with a delete whose outcome is not known: their rows are settled one by
@@ -188,15 +188,6 @@ class ActionRunner:
                     version = self._marker_now(item.root_url, item.key)
                 if version is not None or item.action_id in uncertain:
                     removed.append((item.action_id, item.key, version))
-                if answer.etag and item.quarantine_root:
-                    copy_etags.append(
-                        (
-                            item.action_id,
-                            item.key,
-                            answer.etag,
-                            journal.encryption_text(answer.encryption),
-                        )
-                    )
             else:
                 if not answer.unknown:  # (unknown: its row stays pending for the next apply)
                     not_removed.append((item.action_id, item.key))
@@ -207,9 +198,7 @@ class ActionRunner:
         outcomes = [self._outcome(c, errors) for c in batch.checks]
         removal_ids = [c.action.id for c in batch.removal if c.action.id not in uncertain]
         by_row = [r for r in removed if r[2] is not None or r[0] in uncertain]
-        self._commit(
-            engine, outcomes, removal_ids, by_row, not_removed, batch.copied, gone, copy_etags
-        )
+        self._commit(engine, outcomes, removal_ids, by_row, not_removed, batch.copied, gone)
         return outcomes
 
     # -- steps -----------------------------------------------------------------------
@@ -331,7 +320,6 @@ class ActionRunner:
         not_removed: Sequence[tuple[int, str]],
         copied: Sequence[journal.CopiedInPlace] = (),
         gone: Sequence[Removed] = (),
-        copy_etags: Sequence[tuple[int, str, str, str | None]] = (),
     ) -> None:
         """One transaction: the removal journal, the copies in place made and the objects
         removed (into the catalog's object rows), the results and their audit event.
@@ -350,7 +338,6 @@ class ActionRunner:
         run = self.execution_id
         with engine.begin() as conn:
             journal.drop_pending(conn, self.plan_id, not_removed)
-            journal.record_copy_etags(conn, self.plan_id, copy_etags)
             journal.mark_removed(
                 conn, self.plan_id, removed, execution_id=run, now=now, purge_after=purge_after
             )

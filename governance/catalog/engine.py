@@ -12,6 +12,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,12 @@ def busy_timeout_s() -> float:
     return env_float(BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_S)
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def _millis(seconds: float) -> int:
+    """SQLite's busy_timeout, in whole milliseconds (at least one)."""
+    return max(1, round(seconds * 1000))
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any, *, busy_ms: int) -> None:
     cur = dbapi_conn.cursor()
     # Larger pages: fewer B-tree splits for millions of object rows (only takes effect
     # when the file is created; a no-op on an existing catalog).
@@ -50,7 +56,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout_s() * 1000))}")
+    cur.execute(f"PRAGMA busy_timeout={busy_ms}")
     cur.execute("PRAGMA temp_store=FILE")  # staging tables must not grow memory with N
     cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     cur.close()
@@ -112,7 +118,7 @@ def make_engine(url: str) -> Engine:
                 # catalog meant to be read-only must not be opened writable in silence
                 warnings.simplefilter("error", SAWarning)
                 engine = create_engine(url, connect_args={"timeout": timeout})
-            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "connect", partial(_sqlite_pragmas, busy_ms=_millis(timeout)))
         else:
             engine = create_engine(url, pool_pre_ping=True, connect_args=_connect_args(url))
     except SAWarning as exc:
@@ -553,20 +559,20 @@ def _read_only_engine(url: str, path: Path, *, immutable: bool) -> Engine:
     query.update(uri="true", mode="ro")
     if immutable:
         query["immutable"] = "1"
+    timeout = busy_timeout_s()
     engine = create_engine(
-        URL.create("sqlite", database=database, query=query),
-        connect_args={"timeout": busy_timeout_s()},
+        URL.create("sqlite", database=database, query=query), connect_args={"timeout": timeout}
     )
-    event.listen(engine, "connect", _sqlite_read_pragmas)
+    event.listen(engine, "connect", partial(_sqlite_read_pragmas, busy_ms=_millis(timeout)))
     event.listen(engine, "handle_error", _read_only_error(url))
     return engine
 
 
-def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any, *, busy_ms: int) -> None:
     """`_sqlite_pragmas` less what would write the file (the journal mode, the page size)."""
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout_s() * 1000))}")
+    cur.execute(f"PRAGMA busy_timeout={busy_ms}")
     cur.execute("PRAGMA temp_store=FILE")
     cur.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     cur.close()

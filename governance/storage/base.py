@@ -91,6 +91,16 @@ class KeyResult:
     unknown: bool = False
 
 
+def etags_for(keys: Sequence[str], etags: Sequence[str | None] | None) -> list[str | None]:
+    """`Store.delete`'s `etags`, one per key (None: unconditional): a list of another
+    length is a bug in the caller."""
+    if etags is None:
+        return [None] * len(keys)
+    if len(etags) != len(keys):
+        raise ValueError(f"{len(keys)} keys but {len(etags)} ETags")
+    return list(etags)
+
+
 @runtime_checkable
 class Store(Protocol):
     """A storage root. Listing streams; mutating methods are only called by `apply`."""

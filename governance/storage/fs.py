@@ -40,6 +40,7 @@ from governance.storage.base import (
     ObjectState,
     Store,
     Symlinks,
+    etags_for,
     row_from_info,
 )
 from governance.storage.errors import KeyNotFoundError, translate
@@ -403,10 +404,7 @@ class FsspecStore:
         results: list[KeyResult] = []
         emptied: set[str] = set()
         seen: dict[str, bool] = {}  # (each folder looked at once in a call)
-        expected = list(etags) if etags is not None else [None] * len(keys)
-        if len(expected) != len(keys):
-            raise ValueError(f"{len(keys)} keys but {len(expected)} ETags")
-        for key, etag in zip(keys, expected, strict=True):
+        for key, etag in zip(keys, etags_for(keys, etags), strict=True):
             try:
                 path = self._path(key)
                 if self._local:

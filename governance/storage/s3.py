@@ -46,6 +46,7 @@ from governance.storage.base import (
     ObjectLock,
     ObjectState,
     Store,
+    etags_for,
 )
 from governance.storage.errors import KeyNotFoundError, client_error_code, translate
 from governance.storage.s3_listing import (
@@ -63,7 +64,7 @@ from governance.storage.s3_listing import (
 from governance.wording import counted
 
 if TYPE_CHECKING:
-    from mypy_boto3_s3.type_defs import CopySourceTypeDef
+    from mypy_boto3_s3.type_defs import CopySourceTypeDef, ObjectIdentifierTypeDef
 
 DELETE_BATCH = 1000  # DeleteObjects accepts at most 1,000 keys per request
 COPY_OBJECT_MAX_BYTES = 5 * 1024**3  # CopyObject copies at most 5 GiB in one request
@@ -496,9 +497,7 @@ class S3Store:
             quiet = not self.versioning_enabled()
         except StorageError as exc:
             return [KeyResult(k, False, error=str(exc)) for k in keys]
-        tags = list(etags) if etags is not None else [None] * len(keys)
-        if len(tags) != len(keys):
-            raise ValueError(f"{len(keys)} keys but {len(tags)} ETags")
+        tags = etags_for(keys, etags)
         entries = [
             {"Key": self.prefix + k, "ETag": f'"{e}"'} if e else {"Key": self.prefix + k}
             for k, e in zip(keys, tags, strict=True)
@@ -536,29 +535,27 @@ class S3Store:
     def _delete_objects(self, objects: Sequence[Any], quiet: bool) -> Mapping[str, Any]:
         """One DeleteObjects request; again without ETags when the endpoint does not
         implement conditional deletes (remembered: later batches go without them)."""
-        if not self._conditional_deletes:
-            objects = [{"Key": o["Key"]} for o in objects]
-        try:
-            return self._client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": quiet}
-            )
-        except Exception as exc:
-            coded = client_error_code(exc)
-            conditional = any("ETag" in o for o in objects)
-            if not conditional or coded is None or coded[0] not in _NO_CONDITIONS_CODES:
-                raise
-        with self._conditional_lock:
-            if self._conditional_deletes:
-                self._conditional_deletes = False
-                logging.getLogger(__name__).warning(
-                    "%s: the endpoint does not implement conditional deletes; objects are "
-                    "deleted as the check right before found them, without S3 re-checking "
-                    "their ETag",
-                    self.url,
+        if self._conditional_deletes and any("ETag" in o for o in objects):
+            try:
+                return self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": quiet}
                 )
+            except Exception as exc:
+                coded = client_error_code(exc)
+                if coded is None or coded[0] not in _NO_CONDITIONS_CODES:
+                    raise
+            with self._conditional_lock:
+                if self._conditional_deletes:
+                    self._conditional_deletes = False
+                    logging.getLogger(__name__).warning(
+                        "%s: the endpoint does not implement conditional deletes; objects "
+                        "are deleted as the check right before found them, without S3 "
+                        "re-checking their ETag",
+                        self.url,
+                    )
+        plain: builtins.list[ObjectIdentifierTypeDef] = [{"Key": o["Key"]} for o in objects]
         return self._client.delete_objects(
-            Bucket=self.bucket,
-            Delete={"Objects": [{"Key": o["Key"]} for o in objects], "Quiet": quiet},
+            Bucket=self.bucket, Delete={"Objects": plain, "Quiet": quiet}
         )
 
     def _delete_results(
