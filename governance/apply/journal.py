@@ -6,8 +6,9 @@ trust: an action with a `final` result is never repeated, and an object with a `
 removal row may already be gone (see `preconditions`).
 
 The lock is a row keyed by plan id: inserting it is atomic on SQLite and PostgreSQL
-alike (a unique violation means somebody holds it). A holder that died on this host, or
-stopped heartbeating, loses it to the next apply.
+alike (a unique violation means somebody holds it). An apply holds it, or a restore
+(`RESTORING`). A holder that died on this host, or stopped heartbeating, loses it to the
+next apply or restore.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, insert, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from governance.apply.types import ActionOutcome, ExecutionSummary, Outcome
@@ -102,30 +103,82 @@ def start_execution(
             conn.execute(insert(L).values(lock | {"execution_id": execution_id}))
             return execution_id
         if not _lock_is_stale(held, now):
-            raise RefusedError(
-                f"plan {plan_id} is being applied by execution {held['execution_id']} "
-                f"since {held['acquired_at'].isoformat()} ({held['holder']})"
-            )
+            raise RefusedError(held_by(plan_id, held))
         execution_id = _insert_execution(conn, row)
-        taken = conn.execute(
-            update(L)
-            .where(
-                and_(
-                    L.c.plan_id == plan_id,
-                    L.c.execution_id == held["execution_id"],
-                    L.c.heartbeat_at == held["heartbeat_at"],
-                )
+        _take_over(conn, plan_id, held, lock | {"execution_id": execution_id})
+    return execution_id
+
+
+RESTORING = 0
+"""The lock's execution id while `govern restore` holds it (executions count from 1): an
+apply and a restore of one plan, or two restores, never run at once. A restore copying
+objects back while an apply removes them (or two restores putting back the same object and
+each clearing its quarantine copy) would leave a journal that says neither."""
+
+
+def held_by(plan_id: str, held: RowMapping) -> str:
+    """Who holds the plan's lock, in words: the refusal of whoever wanted it."""
+    since = held["acquired_at"].isoformat()
+    if held["execution_id"] == RESTORING:
+        return f"plan {plan_id} is being restored since {since} ({held['holder']})"
+    return (
+        f"plan {plan_id} is being applied by execution {held['execution_id']} since {since} "
+        f"({held['holder']})"
+    )
+
+
+def _take_over(conn: Connection, plan_id: str, held: RowMapping, lock: dict[str, Any]) -> None:
+    """Replace a stale holder's lock row with `lock`, unless someone else replaced it first;
+    the stale holder's execution (an apply's) is marked interrupted."""
+    taken = conn.execute(
+        update(L)
+        .where(
+            and_(
+                L.c.plan_id == plan_id,
+                L.c.execution_id == held["execution_id"],
+                L.c.holder == held["holder"],
+                L.c.heartbeat_at == held["heartbeat_at"],
             )
-            .values(lock | {"execution_id": execution_id})
-        ).rowcount
-        if taken != 1:
-            raise RefusedError(f"plan {plan_id}: another apply took over its lock just now")
+        )
+        .values(lock)
+    ).rowcount
+    if taken != 1:
+        raise RefusedError(f"plan {plan_id}: another process took over its lock just now")
+    if held["execution_id"] != RESTORING:
         conn.execute(
             update(E)
             .where(and_(E.c.id == held["execution_id"], E.c.status == "running"))
             .values(status="interrupted", error=f"lock taken over from {held['holder']}")
         )
-    return execution_id
+
+
+def take_restore_lock(engine: Engine, plan_id: str, now: datetime) -> str:
+    """Take the plan's lock for a restore; returns the holder (for `release` and
+    `check_restore_lock`). RefusedError when a live apply or restore of the plan holds
+    it; a dead or silent holder's lock is taken over, as an apply takes it over."""
+    holder = holder_id()
+    lock = {
+        "plan_id": plan_id,
+        "execution_id": RESTORING,
+        "holder": holder,
+        "acquired_at": now,
+        "heartbeat_at": now,
+    }
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(L).values(lock))
+        return holder
+    except IntegrityError:
+        pass
+    with engine.begin() as conn:
+        held = conn.execute(select(L).where(L.c.plan_id == plan_id)).mappings().first()
+        if held is None:  # released meanwhile
+            conn.execute(insert(L).values(lock))
+        elif not _lock_is_stale(held, now):
+            raise RefusedError(f"{held_by(plan_id, held)}: restore it once that finishes")
+        else:
+            _take_over(conn, plan_id, held, lock)
+    return holder
 
 
 def abandon_execution(engine: Engine, plan_id: str, execution_id: int) -> None:
@@ -163,13 +216,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def heartbeat(engine: Engine, plan_id: str, execution_id: int, now: datetime) -> bool:
+def _mine(plan_id: str, execution_id: int, holder: str | None) -> Any:
+    """The lock row of this execution (of this restore: `holder` given)."""
+    clause = and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id)
+    return clause if holder is None else and_(clause, L.c.holder == holder)
+
+
+def heartbeat(
+    engine: Engine, plan_id: str, execution_id: int, now: datetime, holder: str | None = None
+) -> bool:
     """Refresh the lock's heartbeat; False when this execution no longer holds it."""
     with engine.begin() as conn:
         beat = conn.execute(
-            update(L)
-            .where(and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id))
-            .values(heartbeat_at=now)
+            update(L).where(_mine(plan_id, execution_id, holder)).values(heartbeat_at=now)
         )
     return bool(beat.rowcount == 1)
 
@@ -190,7 +249,13 @@ def check_lock(engine: Engine, plan_id: str, execution_id: int) -> None:
     with engine.connect() as conn:
         holder = conn.execute(select(L.c.execution_id).where(L.c.plan_id == plan_id)).scalar()
     if holder != execution_id:
-        taker = f"execution {holder}" if holder is not None else "no execution now"
+        taker = (
+            "no execution now"
+            if holder is None
+            else "a restore"
+            if holder == RESTORING
+            else f"execution {holder}"
+        )
         raise LockLostError(
             f"plan {plan_id}: apply execution {execution_id} lost its lock ({taker} holds "
             f"it): it was paused, or its clock is off, for over {_stale_words()}, so "
@@ -203,18 +268,38 @@ def _stale_words() -> str:
     return f"{int(LOCK_STALE_AFTER.total_seconds() // 60)} minutes"
 
 
-def release(engine: Engine, plan_id: str, execution_id: int) -> None:
+def release(engine: Engine, plan_id: str, execution_id: int, holder: str | None = None) -> None:
     with engine.begin() as conn:
-        conn.execute(
-            delete(L).where(and_(L.c.plan_id == plan_id, L.c.execution_id == execution_id))
+        conn.execute(delete(L).where(_mine(plan_id, execution_id, holder)))
+
+
+def check_restore_lock(engine: Engine, plan_id: str, holder: str) -> None:
+    """Raise LockLostError unless this restore still holds the plan's lock (asked before
+    each batch it writes: see `check_lock`)."""
+    with engine.connect() as conn:
+        held = conn.execute(select(L).where(L.c.plan_id == plan_id)).mappings().first()
+    if held is None or held["execution_id"] != RESTORING or held["holder"] != holder:
+        taker = "no one now" if held is None else held_by(plan_id, held)
+        raise LockLostError(
+            f"plan {plan_id}: this restore lost its lock ({taker}): it was paused, or its "
+            f"clock is off, for over {_stale_words()}; it stopped and restores no more "
+            f"(what it restored is recorded; run govern restore {plan_id} again)"
         )
 
 
 class Heartbeat:
     """Refreshes the lock's heartbeat from a daemon thread while a long apply runs."""
 
-    def __init__(self, engine: Engine, plan_id: str, execution_id: int, clock: Any) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        plan_id: str,
+        execution_id: int,
+        clock: Any,
+        holder: str | None = None,
+    ) -> None:
         self._args = (engine, plan_id, execution_id)
+        self._holder = holder
         self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="govern-heartbeat", daemon=True)
@@ -230,7 +315,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(HEARTBEAT_EVERY):
             try:
-                heartbeat(*self._args, self._clock())
+                heartbeat(*self._args, self._clock(), self._holder)
             except Exception:  # a missed beat only risks a takeover after minutes
                 continue
 

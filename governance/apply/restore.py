@@ -35,11 +35,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.engine import Engine
 
+from governance.apply import journal
 from governance.apply.journal import (
     CopiedInPlace,
     O,
@@ -61,7 +63,7 @@ from governance.apply.types import (
     StoreFactory,
     open_destination,
 )
-from governance.catalog.plans import load_plan_header, planned_classes
+from governance.catalog.plans import PlanHeader, load_plan_header, planned_classes
 from governance.catalog.removals import revive
 from governance.errors import ArgumentError, RefusedError
 from governance.storage.base import KeyResult, ObjectState, Store
@@ -89,6 +91,40 @@ def restore_plan(
     already (left out of the report). A dry run checks each object as a restore would
     (HEADs only) and reports the same failures."""
     header = load_plan_header(engine, plan_id)  # UnknownPlanError for a wrong id
+    if dry_run:  # (reads only, as apply's dry run: no lock)
+        return _restore(engine, header, actor, now, stores, uris, concurrency, True, note)
+    # The plan's lock, as an apply holds it: no apply removes objects of the plan, and no
+    # other restore puts them back, while this one reads its rows and acts on them.
+    holder = journal.take_restore_lock(engine, plan_id, now)
+    try:
+        with journal.Heartbeat(engine, plan_id, journal.RESTORING, _clock, holder):
+            fence = partial(journal.check_restore_lock, engine, plan_id, holder)
+            return _restore(
+                engine, header, actor, now, stores, uris, concurrency, False, note, fence
+            )
+    finally:
+        journal.release(engine, plan_id, journal.RESTORING, holder)
+
+
+def _clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _restore(
+    engine: Engine,
+    header: PlanHeader,
+    actor: str,
+    now: datetime,
+    stores: StoreFactory,
+    uris: Sequence[str],
+    concurrency: int,
+    dry_run: bool,
+    note: Callable[[str], None] | None,
+    fence: Callable[[], None] = lambda: None,
+) -> RestoreReport:
+    """`restore_plan`'s work; `fence` raises when this restore may act no more (asked
+    before each batch: it has lost the plan's lock)."""
+    plan_id = header.plan_id
     with engine.connect() as conn:
         rows = [
             dict(r)
@@ -131,6 +167,7 @@ def restore_plan(
             results = run_pool(lambda row: _would(row, stores), batch, concurrency)
             report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
             continue
+        fence()
         planned = planned_classes(
             engine,
             plan_id,
