@@ -144,14 +144,24 @@ def _restore(
     # finish or failed (a delete whose answer was lost leaves its rows pending), and how
     # to get them back. (An apply that finished without failures leaves a row pending on
     # purpose: an object written again since, which it did not remove.)
+    # A plan that can no longer be applied (expired, rejected) has no apply to finish
+    # them: restore settles them itself, with the checks it makes of every object (under
+    # the plan's lock, no apply is in flight): one still at its key, as the plan saw it,
+    # stays and its quarantine copy goes; one gone comes back from its quarantine copy.
     pending = [r for r in rows if r["state"] == "pending"]
     rows = [r for r in rows if r["state"] != "pending"]
     if pending and _unfinished(engine, plan_id):
-        interrupted = _unfinished_words(plan_id, pending, header.status.value)
-        if not rows:
-            raise RefusedError(interrupted)
-        if note is not None:
-            note(interrupted)
+        status = header.status.value
+        if status in CANNOT_APPLY:
+            rows = sorted(rows + pending, key=lambda r: int(r["id"]))
+            if note is not None:
+                note(_settled_words(plan_id, pending, status))
+        else:
+            interrupted = _unfinished_words(plan_id, pending)
+            if not rows:
+                raise RefusedError(interrupted)
+            if note is not None:
+                note(interrupted)
     if not rows and not wanted and note is not None:
         note(_removed_nothing(plan_id, header.status.value))
     if wanted and not rows:
@@ -398,26 +408,36 @@ def _unfinished(engine: Engine, plan_id: str) -> bool:
     return last.status in ("running", "interrupted", "error") or last.actions_failed > 0
 
 
-def _unfinished_words(plan_id: str, pending: Sequence[dict[str, Any]], status: str) -> str:
+CANNOT_APPLY = frozenset({"expired", "rejected", "refused", "what_if"})
+"""Plan statuses no apply runs under: what an apply of such a plan left unfinished, only
+restore settles."""
+
+
+def _settled_words(plan_id: str, pending: Sequence[dict[str, Any]], status: str) -> str:
+    """What restore does with the objects an unfinished apply of a plan that can no longer
+    be applied was removing."""
+    return (
+        f"plan {plan_id} is {status}: no apply will finish what an unfinished apply of it "
+        f"was removing ({counted(len(pending), 'object')}); restore settles them: an object "
+        "still at its key as the plan saw it stays (its quarantine copy is removed), one "
+        "gone comes back from its quarantine copy"
+    )
+
+
+def _unfinished_words(plan_id: str, pending: Sequence[dict[str, Any]]) -> str:
     """What became of the objects an unfinished apply was removing, and the way back."""
     n = len(pending)
     held = sorted(
         {f"{r['quarantine_root']}{plan_id}/" for r in pending if r["mode"] == "quarantine"}
     )
     where = f"; their quarantine copies are under {', '.join(held)}" if held else ""
-    words = (
+    return (
         f"plan {plan_id}: an apply of it did not finish, or failed while removing: "
         f"{counted(n, 'object')} it was "
         f"removing {'is' if n == 1 else 'are'} not recorded as removed (some may be gone "
         f"already{where}); `govern apply {plan_id}` finishes and records them, then `govern "
         f"restore {plan_id}` brings them back"
     )
-    if status in ("expired", "rejected", "refused", "what_if"):
-        words += (
-            f"; but plan {plan_id} is {status} and cannot be applied: copy them back from "
-            "quarantine by hand"
-        )
-    return words
 
 
 def _removed_nothing(plan_id: str, status: str) -> str:

@@ -40,7 +40,9 @@ def start(engine: Any, now: datetime = NOW) -> int:
 
 def lock_rows(engine: Any) -> list[tuple[int, str]]:
     with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(text("SELECT execution_id, holder FROM apply_locks"))]
+        return [
+            tuple(r) for r in conn.execute(text("SELECT execution_id, holder FROM apply_locks"))
+        ]
 
 
 def as_dead_holder(engine: Any) -> None:
