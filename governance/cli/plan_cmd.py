@@ -306,7 +306,7 @@ def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
     from rich.table import Table
 
     from governance.policy.units import format_bytes
-    from governance.report.common import monthly_saving, usd
+    from governance.report.common import saving_amount
     from governance.report.layout import shown_text
 
     table = Table(box=None, pad_edge=False, padding=(0, gap, 0, 0), header_style="bold")
@@ -327,7 +327,7 @@ def _headers_table(headers: list[PlanHeader], wide: bool, gap: int) -> Any:
             *by,
             f"{s.actions:,}",
             format_bytes(s.bytes_deleted),
-            usd(monthly_saving(s.monthly_cost_before_usd, s.monthly_cost_after_usd)),
+            saving_amount(s.monthly_cost_before_usd, s.monthly_cost_after_usd),
         )
     return table
 

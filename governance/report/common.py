@@ -154,6 +154,29 @@ def saving_words(before: float, after: float, per: str = "month") -> str:
     return "no change to the monthly bill"
 
 
+def charge(value: float) -> str:
+    """A charge as `usd` prints it, except one under a cent that is not nothing: `< $0.01`
+    (a few requests: each action's row says so, and the totals must not say $0.00)."""
+    return "< $0.01" if value > 0 and _cents(value) == 0 else usd(value)
+
+
+def one_off_text(early_deletion: float, requests: float) -> str:
+    """The one-off charges' total as `charge` prints it (`one_off`'s sum of the figures
+    printed beside it, or `< $0.01` when both are under a cent but not nothing)."""
+    total = one_off(early_deletion, requests)
+    return charge(early_deletion + requests) if total == 0 else usd(total)
+
+
+def saving_amount(before: float, after: float) -> str:
+    """A monthly saving as one figure (`govern plans`' `saves/mo`): `$5.32`, `-$0.12` for
+    a plan that raises the bill, and one under a cent `< $0.01` (or `> -$0.01`), never
+    $0.00 unless the two costs are equal (as `saving_words` words it)."""
+    saving = monthly_saving(before, after)
+    if saving == 0 and before != after:
+        return "< $0.01" if before > after else "> -$0.01"
+    return usd(saving)
+
+
 def saving_figure(before: float, after: float) -> tuple[str, str, bool]:
     """The HTML report's savings card: (figure, label, whether it is a cost), worded as
     `saving_words` words it: `("< $0.01", "saved per month", False)`."""

@@ -23,10 +23,11 @@ from governance.report.common import (
     STATES,
     action_dollars,
     by_run,
+    charge,
     deletes,
     iso,
     kept_words,
-    one_off,
+    one_off_text,
     roots_of,
     saving_figure,
     timeline,
@@ -82,6 +83,7 @@ def _environment() -> Environment:
     )
     env.filters["bytes"] = format_bytes
     env.filters["usd"] = usd
+    env.filters["charge"] = charge
     return env
 
 
@@ -143,7 +145,7 @@ def _context(plan: Plan) -> dict[str, Any]:
                 strict=True,
             )
         ),
-        "one_off": one_off(s.early_deletion_usd, s.request_cost_usd),
+        "one_off": one_off_text(s.early_deletion_usd, s.request_cost_usd),
         "deletes": deletes(plan),
         "roots": roots_of(plan),
         "by_rule": list(s.by_rule.items()),

@@ -15,6 +15,7 @@ from governance.policy.units import format_bytes
 from governance.report.common import (
     action_dollars,
     by_run,
+    charge,
     deletes,
     iso,
     kept_words,
@@ -156,8 +157,8 @@ def render_markdown(plan: Plan) -> str:
         f"**Monthly cost:** {usd(s.monthly_cost_before_usd)} → {usd(s.monthly_cost_after_usd)}"
         f" ({saving_words(s.monthly_cost_before_usd, s.monthly_cost_after_usd)})",
         "",
-        f"**One-off costs:** {usd(s.early_deletion_usd)} early deletion, "
-        f"{usd(s.request_cost_usd)} requests.",
+        f"**One-off costs:** {charge(s.early_deletion_usd)} early deletion, "
+        f"{charge(s.request_cost_usd)} requests.",
     ]
     out.append("")
     if plan.notes:

@@ -25,6 +25,7 @@ from governance.report.common import (
     TimelineRow,
     action_dollars,
     by_run,
+    charge,
     deletes,
     iso,
     roots_of,
@@ -108,7 +109,7 @@ def print_table(plan: Plan, console: Console) -> None:
     console.print(
         f"monthly cost {usd(before)} -> {usd(after)} "
         f"([{colour}]{saving_words(before, after)}[/{colour}]); one-off: "
-        f"{usd(s.early_deletion_usd)} early deletion, {usd(s.request_cost_usd)} requests"
+        f"{charge(s.early_deletion_usd)} early deletion, {charge(s.request_cost_usd)} requests"
     )
     for note in plan.notes:
         console.print(f"note: {escape(shown(note))}")

@@ -43,8 +43,23 @@ def test_the_saving_is_the_difference_of_the_printed_costs_in_every_format() -> 
     doc = render(plan, "html")
     assert '<div class="n">$5.32</div><div class="l">saved per month</div>' in doc
     assert "$5.31" not in doc
-    # the one-off total is the sum of the two figures printed with it
-    assert '<div class="n">$0.00</div><div class="l">one-off: early deletion $0.00' in doc
+    # one-off charges under a cent are "< $0.01", as each action's row says them, never
+    # $0.00; the total of two of them is their sum to the cent ($0.008)
+    assert (
+        '<div class="n">$0.01</div><div class="l">one-off: early deletion &lt; $0.01, '
+        "requests &lt; $0.01" in doc
+    )
+    plan.summary = replace(plan.summary, early_deletion_usd=0.0, request_cost_usd=0.00006)
+    assert '<div class="n">&lt; $0.01</div><div class="l">one-off: early deletion $0.00, ' in (
+        render(plan, "html")
+    )
+    plan = _costly(sample_plan())
+    assert "one-off: < $0.01 early deletion, < $0.01 requests" in render(plan, "table")
+    assert "**One-off costs:** < $0.01 early deletion, < $0.01 requests." in render(plan, "md")
+    plan.summary = replace(plan.summary, early_deletion_usd=0.30, request_cost_usd=0.004)
+    doc = render(plan, "html")
+    assert '<div class="n">$0.30</div><div class="l">one-off: early deletion $0.30, ' in doc
+    assert "one-off: $0.30 early deletion, < $0.01 requests" in render(plan, "table")
 
 
 def test_a_plan_that_raises_the_bill_says_so_in_every_format() -> None:
@@ -131,9 +146,22 @@ def test_govern_plans_saves_column_matches_the_reports() -> None:
         plan.plan_id, plan.fingerprint, plan.status, plan.as_of, plan.created_at,
         plan.created_by, plan.policy_path, plan.policy_sha256, plan.scans, plan.summary,
     )  # fmt: skip
-    console = Console(record=True, width=120, color_system=None)
-    console.print(_headers_table([header], wide=True, gap=2))
-    assert "$5.32" in console.export_text()
+
+    def saves(before: float, after: float) -> str:
+        """The row's last cell (`saves/mo`), from its last two spaces apart."""
+        summary = replace(
+            plan.summary, monthly_cost_before_usd=before, monthly_cost_after_usd=after
+        )
+        console = Console(record=True, width=120, color_system=None)
+        console.print(_headers_table([replace(header, summary=summary)], wide=True, gap=2))
+        return console.export_text().splitlines()[-1].rstrip().rsplit("  ", 1)[-1].strip()
+
+    assert saves(8.096, 2.784) == "$5.32"
+    assert saves(0.60, 0.72) == "-$0.12"
+    # under a cent: as the reports word it ("saves < $0.01/month"), never $0.00
+    assert saves(0.00319, 0.00076) == "< $0.01"
+    assert saves(0.00076, 0.00319) == "> -$0.01"
+    assert saves(0.5, 0.5) == "$0.00"
 
 
 def test_the_table_header_keeps_made_by_with_its_name_at_80_columns() -> None:
