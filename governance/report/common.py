@@ -243,6 +243,11 @@ def _cents(value: float) -> Decimal:
 # ----------------------------------------------------------------------------- per run
 
 
+OUTSIDE_RUNS = "(outside runs)"
+"""The name reports give the artifacts of a root that no run holds (its checkpoints are
+tiered together, as one run's: policy.md)."""
+
+
 @dataclass(slots=True)
 class RunTotals:
     """Actions and bytes of one run (or of artifacts outside any run: `run` None)."""
@@ -258,7 +263,7 @@ class RunTotals:
 
     @property
     def label(self) -> str:
-        return self.run if self.run is not None else "(outside runs)"
+        return self.run if self.run is not None else OUTSIDE_RUNS
 
 
 def by_run(plan: Plan) -> list[RunTotals]:
@@ -367,7 +372,8 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
 
     A checkpoint judged incomplete past the grace period is residue, and still a step of
     its run: shown (deleted, mostly), or a reader would count one step fewer than the
-    plan deletes."""
+    plan deletes. A root's checkpoints outside any run, which the tiers judge together as
+    one run's, are a row of their own (`OUTSIDE_RUNS`), after the root's runs."""
     wanted = set(kinds)
     if "checkpoint" in wanted:
         wanted.add(_STEPPED_RESIDUE)
@@ -395,7 +401,7 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
         kind = ref.kind
         if kind == "residue":  # (only a half-written checkpoint: it has a step)
             kind = _STEPPED_RESIDUE if ref.step is not None else kind
-        return kind in wanted and ref.run is not None
+        return kind in wanted
 
     for a in plan.actions:
         ref = a.artifact
@@ -407,15 +413,21 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
             _add_state(cell(ref), kept_state[k.how], f"kept ({k.how}): {k.reason}")
     rows = []
     order = STATES.index
-    for (root, run), run_cells in sorted(found.items()):
+    for (root, run), run_cells in sorted(found.items(), key=_runs_first):
         ordered = sorted(run_cells.values(), key=_step_order)
         for c in ordered:
             states = c.states
             c.state = (
                 (states[0] if len(states) == 1 else min(states, key=order)) if states else "kept"
             )
-        rows.append(TimelineRow(root, run, ordered))
+        rows.append(TimelineRow(root, run or OUTSIDE_RUNS, ordered))
     return rows
+
+
+def _runs_first(item: tuple[tuple[str, str], Any]) -> tuple[str, bool, str]:
+    """By root, then its runs by name, then what no run holds (run "")."""
+    (root, run), _ = item
+    return (root, not run, run)
 
 
 _STEPPED_RESIDUE = "residue with a step"

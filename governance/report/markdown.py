@@ -235,7 +235,7 @@ def _timeline(plan: Plan) -> list[str]:
     for row in rows:
         steps = ", ".join(f"{_text(c.label)} {c.phrase}" for c in row.cells)
         where = f" ({_text(row.root_url)})" if many_roots else ""  # as the html report does
-        out.append(f"- **{_text(row.run)}**{where}: {steps}")
+        out.append(f"- **{_text(row.run)}**{where}: {row.counts_line()} — {steps}")
     return [*out, ""]
 
 

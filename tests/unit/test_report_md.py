@@ -27,7 +27,7 @@ def test_markdown_has_totals_rules_runs_and_escaped_actions() -> None:
     )
     assert "$12.50 → $3.25 (saves $9.25/month)" in md
     assert "r1\\|x&lt;&amp;é" in md  # a pipe in a run name does not break the table
-    assert "- **r1\\|x&lt;&amp;é**: " in md  # nor is its < taken for a tag
+    assert "- **r1\\|x&lt;&amp;é**: 3 checkpoints: " in md  # nor is its < taken for a tag
     assert "`s3://ml-artifacts/runs/r1\\|x<&é/checkpoint-1000/`" in md  # code: as it is
     section = md[md.index("## Actions") : md.index("## Kept")]
     action_rows = [
@@ -53,7 +53,7 @@ def test_table_prints_summary_rules_runs_and_actions() -> None:
     assert "actions" in text
     assert "r2[x]" in text
     assert (
-        "$12.50 -> $3.25 (saves $9.25/month); one-off: $0.01 early deletion, $0.00 requests" in text
+        "$12.50 -> $3.25 (saves $9.25/month); one-off: $0.01 early deletion, < $0.01 requests" in text
     )
     assert "left as they are" in text
     # two roots: numbered in the header, artifacts shown by their path in theirs

@@ -185,11 +185,12 @@ def test_run_names_show_as_typed_in_the_by_run_table_and_the_timeline() -> None:
     for inline, name in zip(
         list_items(section(tokens, "Checkpoints per run")), ordered, strict=True
     ):
-        # `**name**: 100 deleted`: the name in bold, all of it, and nothing else
+        # `**name**: counts — 100 deleted`: the name in bold, all of it, and nothing else
         first, *bold, last, rest = kids(inline)
         assert (first.type, last.type) == ("strong_open", "strong_close"), inline.content
         assert [t.type for t in bold] == ["text"], inline.content
-        assert (bold[0].content, rest.content) == (shown(name), ": 100 deleted")
+        counts = ": 1 checkpoint: 0 kept, 0 stripped, 0 archived, 1 deleted — 100 deleted"
+        assert (bold[0].content, rest.content) == (shown(name), counts)
 
 
 def test_notes_and_history_lines_are_one_list_item_of_text_each() -> None:

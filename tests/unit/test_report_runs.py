@@ -83,8 +83,9 @@ def test_the_markdown_timeline_names_the_root_when_there_are_several() -> None:
         ),
     ]
     md = render(plan, "md")
-    assert f"- **r1** ({ROOT}): 100 kept as it is" in md
-    assert f"- **r1** ({other}): 200 kept as it is" in md
+    counts = "1 checkpoint: 1 kept, 0 stripped, 0 archived, 0 deleted"
+    assert f"- **r1** ({ROOT}): {counts} — 100 kept as it is" in md
+    assert f"- **r1** ({other}): {counts} — 200 kept as it is" in md
 
 
 def test_a_half_written_checkpoint_deleted_as_residue_is_a_step_of_the_timeline() -> None:
@@ -104,3 +105,31 @@ def test_a_half_written_checkpoint_deleted_as_residue_is_a_step_of_the_timeline(
         ("200", "kept"),
         ("300", "deleted"),
     ]
+
+
+def test_checkpoints_outside_any_run_have_a_timeline_row_after_the_runs() -> None:
+    """Checkpoints no run holds (a root that is one job's output folder) are tiered
+    together, as one run's: the timeline left them out of every format, and with no run
+    at all it had no section, while the plan deleted some of them."""
+    loose = _run("", (100, 200, 300))
+    groups = [group("r1", _run("runs/r1/", (100, 200))), group(None, loose)]
+    plan = make_plan(groups, policy(KEEP_NEWEST))
+    assert {a.artifact.uri[len(ROOT) :] for a in plan.actions} == {
+        "runs/r1/checkpoint-100/",
+        "checkpoint-100/",
+        "checkpoint-200/",
+    }
+    rows = timeline(plan)
+    assert [(r.run, [c.label for c in r.cells]) for r in rows] == [
+        ("r1", ["100", "200"]),
+        ("(outside runs)", ["100", "200", "300"]),
+    ]
+    assert rows[1].counts_line() == "3 checkpoints: 1 kept, 0 stripped, 0 archived, 2 deleted"
+    md = render(plan, "md")
+    assert "- **(outside runs)**: 3 checkpoints: 1 kept, 0 stripped, 0 archived, 2 deleted" in md
+    assert "(outside runs)" in render(plan, "html")
+    assert "(outside runs)" in render(plan, "table")
+
+    alone = make_plan([group(None, loose)], policy(KEEP_NEWEST))
+    assert [r.run for r in timeline(alone)] == ["(outside runs)"]
+    assert "## Checkpoints per run" in render(alone, "md")
