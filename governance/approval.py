@@ -118,6 +118,8 @@ class ApprovalState:
             return f"{self.status}: {self.reasons[0]}" if self.reasons else str(self.status)
         if self.status is PlanStatus.APPLIED:
             return "applied"
+        if self.status is PlanStatus.WHAT_IF:
+            return WHAT_IF_WORDS
         if self.mode == "notice" and self.applicable_after is not None:
             if self.applicable:
                 return f"notice period over since {when(self.applicable_after)}{until}"
@@ -134,6 +136,14 @@ class ApprovalState:
             return f"{state}approved by {who} {count}{until}"
         more = self.needed - len(self.approvers)
         return f"approved by {who} {count}; needs {more} more approver{'s' * (more != 1)}"
+
+
+WHAT_IF_WORDS = (
+    "what_if: made as of a time after it was made: it is reported on, never approved or "
+    "applied (plan again without --as-of)"
+)
+"""A what-if plan's approval state: no approval counts (`approve` refuses it), whatever
+its actions need."""
 
 
 def _words(status: PlanStatus) -> str:

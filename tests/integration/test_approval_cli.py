@@ -200,6 +200,15 @@ def test_a_what_if_plan_made_as_of_the_future_cannot_be_approved(
     # it can still be shown and reported on, as it is
     shown = _json(_run(catalog, "show", plan_id, "--format", "json"))
     assert shown["status"] == "what_if"  # and `plans` says so, as approve and apply decide
+    # its history says it can never be approved: not "needs 1 more approver", nor, with
+    # no action needing approval, "approved on creation ... applicable until ..."
+    assert shown["history"]["approval"] == (
+        "what_if: made as of a time after it was made: it is reported on, never approved "
+        "or applied (plan again without --as-of)"
+    )
+    assert "approval: what_if: made as of a time after it was made" in (
+        _run(catalog, "show", plan_id, "--format", "table").stdout
+    )
     assert shown["as_of"] == "2100-01-01T00:00:00Z"
     listed = {p["plan_id"]: p for p in _json(_run(catalog, "plans", "--format", "json"))}
     assert listed[plan_id]["status"] == "what_if"
