@@ -53,7 +53,8 @@ def test_table_prints_summary_rules_runs_and_actions() -> None:
     assert "actions" in text
     assert "r2[x]" in text
     assert (
-        "$12.50 -> $3.25 (saves $9.25/month); one-off: $0.01 early deletion, < $0.01 requests" in text
+        "$12.50 -> $3.25 (saves $9.25/month); one-off: $0.01 early deletion, < $0.01 requests"
+        in text
     )
     assert "left as they are" in text
     # two roots: numbered in the header, artifacts shown by their path in theirs
