@@ -53,12 +53,24 @@ def _as_of_callback(_ctx: click.Context, _param: click.Parameter, value: str | N
     if value is None:
         return datetime.now(UTC).replace(microsecond=0)
     try:
-        return parse_as_of(value)
+        moment = parse_as_of(value)
     except (ValueError, OverflowError) as exc:  # OverflowError: out of range once in UTC
         raise click.BadParameter(
             f"{value!r} is not a time; use ISO 8601 such as 2026-12-01T00:00:00Z or 2026-12-01 "
             f"({exc})"
         ) from exc
+    if not AS_OF_RANGE[0] <= moment < AS_OF_RANGE[1]:
+        raise click.BadParameter(
+            f"{value!r} is out of range: a plan is made as of a time from "
+            f"{AS_OF_RANGE[0]:%Y-%m-%d} to before {AS_OF_RANGE[1]:%Y-%m-%d}"
+        )
+    return moment
+
+
+AS_OF_RANGE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
+"""The times a plan can be made as of: storage keeps none older than 1970, and ages,
+windows and expiries are counted back and forth from `as_of` in years at most (the
+calendar ends at 9999)."""
 
 
 as_of_option = click.option(

@@ -213,13 +213,27 @@ def test_refused_plan_is_saved_printed_and_exits_3(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["yesterday", "2026-13-01", "2026-12-01T25:00", "9999-12-31T23:59:59-01:00"]
-)  # the last is a valid time whose UTC form is past year 9999
+    "value",
+    [
+        "yesterday",
+        "2026-13-01",
+        "2026-12-01T25:00",
+        "9999-12-31T23:59:59-01:00",  # a valid time whose UTC form is past year 9999
+        "0001-01-01",  # valid times whose ages and windows fall off the calendar: these
+        "1969-12-31T23:59:59Z",  # crashed (OverflowError, exit 1) in plan and explain
+        "9000-01-01",
+    ],
+)
 def test_bad_as_of_is_exit_2_naming_the_option(setup: tuple[str, Path, Path], value: str) -> None:
-    catalog, policy, _ = setup
-    result = _run(catalog, "plan", "--policy", str(policy), "--as-of", value)
-    assert result.exit_code == 2
-    assert "--as-of" in result.stderr
+    catalog, policy, root = setup
+    for args in (
+        ["plan", "--policy", str(policy)],
+        ["explain", str(root), "--policy", str(policy)],
+    ):
+        result = _run(catalog, *args, "--as-of", value)
+        assert result.exit_code == 2, (args, result.stderr)
+        assert "--as-of" in result.stderr
+        assert "Traceback" not in result.stderr
 
 
 def test_an_out_file_that_cannot_be_written_stops_before_anything_is_saved(
