@@ -30,7 +30,6 @@ releases, always). Between S3 and a filesystem only the bytes travel.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +65,7 @@ from governance.apply.types import (
 from governance.catalog.plans import PlanHeader, load_plan_header, planned_classes
 from governance.catalog.removals import revive
 from governance.errors import ArgumentError, RefusedError
+from governance.storage import typed_url
 from governance.storage.base import KeyResult, ObjectState, Store
 from governance.wording import counted
 
@@ -134,7 +134,7 @@ def _restore(
                 .order_by(O.c.id)
             ).mappings()
         ]
-    wanted = [_as_url(u) for u in uris]
+    wanted = [typed_url(u) for u in uris]
     if wanted:
         rows = [r for r in rows if _matches(r, wanted)]
     # An apply stopped between its removals and their record leaves them `pending`: some
@@ -696,11 +696,3 @@ def _matches(row: dict[str, Any], wanted: Sequence[str]) -> bool:
         if w.endswith("/") and uri.startswith(w):
             return True
     return False
-
-
-def _as_url(value: str) -> str:
-    """A URL as given, or a plain path as a `file://` URL (keeping a trailing '/')."""
-    if "://" in value:
-        return value
-    path = os.path.abspath(os.path.expanduser(value))
-    return "file://" + path + ("/" if value.endswith("/") else "")

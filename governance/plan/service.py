@@ -9,7 +9,6 @@ catalog's cache) and stores what it returns. It never writes to storage.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -37,7 +36,7 @@ from governance.errors import ArgumentError, GovernanceError
 from governance.model.types import Group
 from governance.plan.build import RootSnapshot, build_plan
 from governance.scan.targets import excluded_prefixes, resolve_roots
-from governance.storage import canonical_scheme
+from governance.storage import typed_url
 
 if TYPE_CHECKING:
     from governance.plan.explain import Explanation
@@ -283,7 +282,7 @@ def explain_uri(engine: Engine, policy: Policy, as_of: datetime, uri: str) -> Ex
     from governance.catalog.engine import is_read_only, may_not_write
     from governance.plan.explain import explain
 
-    full = artifact_url(uri)
+    full = typed_url(uri)
     try:
         roots = root_snapshots(engine, policy, as_of, read_only=is_read_only(engine))
     except DBAPIError as exc:
@@ -328,22 +327,3 @@ def removed_by(uri: str, removal: dict[str, Any]) -> str:
         else "into quarantine"
     )
     return f"{done}, {how}: `govern restore {plan} --uri {uri}` brings it back"
-
-
-def artifact_url(uri: str) -> str:
-    """A full URL for what a user typed: a plain path means the local file system.
-
-    A trailing '/' is kept (it names a checkpoint directory), unlike `normalize_url`,
-    which always adds one.
-
-        >>> artifact_url("/data/runs/r1/checkpoint-4000/")
-        'file:///data/runs/r1/checkpoint-4000/'
-    """
-    if "://" in uri:
-        scheme, rest = uri.split("://", 1)
-        scheme = canonical_scheme(scheme)
-        if scheme != "file":
-            return f"{scheme}://{rest}"
-        uri = rest if rest.startswith("/") else "/" + rest.partition("/")[2]
-    absolute = os.path.abspath(os.path.expanduser(uri))
-    return "file://" + absolute + ("/" if uri.endswith("/") and absolute != "/" else "")

@@ -30,6 +30,7 @@ __all__ = [
     "normalize_url",
     "open_store",
     "s3_bucket_problem",
+    "typed_url",
 ]
 
 BACKENDS = ("auto", "fsspec", "s3")
@@ -125,23 +126,16 @@ def normalize_url(url: str) -> str:
         raise ArgumentError(f"storage URL {url!r}: empty")
     if "\x00" in url:
         raise ArgumentError(f"storage URL {url!r}: contains a NUL character")
+    typed = url
+    url = _long_form(url, "storage URL")
     if "://" not in url:
-        slip = _ONE_SLASH.match(url)
-        if slip and known_scheme(slip.group(1)) and canonical_scheme(slip.group(1)) != "file":
-            fixed = f"{slip.group(1)}://{url[slip.end() :].lstrip('/')}"
-            raise ArgumentError(f"storage URL {url!r}: did you mean {fixed!r}?")
         return _file_url(url)
     scheme, rest = url.split("://", 1)
     scheme = canonical_scheme(scheme)
     if not scheme.replace("+", "").replace("-", "").isalnum():
-        raise ArgumentError(f"storage URL {url!r}: malformed scheme {scheme!r}")
+        raise ArgumentError(f"storage URL {typed!r}: malformed scheme {scheme!r}")
     if scheme == "file":
-        host, slash, path = rest.partition("/")
-        if host not in ("", "localhost"):
-            raise ArgumentError(
-                f"storage URL {url!r}: file URLs need an absolute path (file:///abs/dir)"
-            )
-        return _file_url(slash + path)
+        return _file_url(_file_path(typed, rest, "storage URL"))
     if not known_scheme(scheme):
         raise ArgumentError(f"storage URL {url!r}: unknown scheme {scheme!r}")
     if scheme in BUCKET_SCHEMES:
@@ -174,6 +168,62 @@ def normalize_url(url: str) -> str:
 
 _ONE_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/")
 """`s3:/bucket`: a scheme with one slash of its `//` lost, not a local folder `s3:`."""
+
+
+def _long_form(url: str, what: str) -> str:
+    """`url` with `://`: `file:/abs/path` (a file URL without the empty host, RFC 8089)
+    as `file:///abs/path`; a path as it is. A known scheme with one slash of its `//`
+    lost (`s3:/bucket`) is an ArgumentError asking whether `s3://bucket` was meant: read
+    as a relative folder, it named a local path nobody meant."""
+    if "://" in url:
+        return url
+    slip = _ONE_SLASH.match(url)
+    if slip is None or not known_scheme(slip.group(1)):
+        if url.lower().startswith("file:"):
+            raise ArgumentError(
+                f"{what} {url!r}: file URLs need an absolute path (file:///abs/path)"
+            )
+        return url
+    if canonical_scheme(slip.group(1)) == "file":
+        return "file://" + url[len("file:") :]
+    fixed = f"{slip.group(1)}://{url[slip.end() :].lstrip('/')}"
+    raise ArgumentError(f"{what} {url!r}: did you mean {fixed!r}?")
+
+
+def _file_path(typed: str, rest: str, what: str) -> str:
+    """The path of a `file://` URL (`rest`: what follows `://`); a host other than
+    `localhost` is an ArgumentError (`file://data/x` names host `data`, not a folder)."""
+    host, slash, path = rest.partition("/")
+    if host not in ("", "localhost"):
+        raise ArgumentError(
+            f"{what} {typed!r}: file URLs need an absolute path (file:///abs/path): "
+            f"{host!r} would be a host"
+        )
+    return slash + path
+
+
+def typed_url(text: str) -> str:
+    """A full URL for an artifact or object a user typed (`explain URL`, `restore --uri`):
+    a plain path means the local file system; a trailing '/' is kept (it names a
+    checkpoint folder), unlike `normalize_url`, which always adds one. What cannot be a
+    URL is an ArgumentError naming it as typed.
+
+        >>> typed_url("/data/runs/r1/checkpoint-4000/")
+        'file:///data/runs/r1/checkpoint-4000/'
+    """
+    if not text.strip():
+        raise ArgumentError("URL '': empty")
+    url = _long_form(text, "URL")
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        scheme = canonical_scheme(scheme)
+        if scheme != "file":
+            if not known_scheme(scheme):
+                raise ArgumentError(f"URL {text!r}: unknown scheme {scheme!r}")
+            return f"{scheme}://{rest}"
+        url = _file_path(text, rest, "URL")
+    absolute = os.path.abspath(os.path.expanduser(url))
+    return "file://" + absolute + ("/" if url.endswith("/") and absolute != "/" else "")
 
 
 def real_place(url: str) -> str:

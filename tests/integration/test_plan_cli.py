@@ -404,3 +404,19 @@ def test_an_as_of_before_the_scan_says_what_the_plan_is(setup: tuple[str, Path, 
     assert doc["summary"]["actions"] == 0
     now = _json(_run(catalog, "plan", "--policy", str(policy), "--no-scan", "--format", "json"))
     assert not [n for n in now["notes"] if "before its scan began" in n]
+
+
+@pytest.mark.parametrize(
+    ("typed", "why"),
+    [("s3:/bucket/runs/x.pt", "did you mean 's3://bucket/runs/x.pt'?"), ("file://runs/x", "host")],
+)
+def test_explain_and_restore_name_a_malformed_url_as_typed(
+    setup: tuple[str, Path, Path], typed: str, why: str
+) -> None:
+    catalog, policy, _ = setup
+    plan_id = _json(_run(catalog, "plan", "--policy", str(policy), "--format", "json"))["plan_id"]
+    for args in (["explain", typed, "--policy", str(policy)], ["restore", plan_id, "--uri", typed]):
+        result = _run(catalog, *args)
+        assert result.exit_code == 2, (args, result.stderr)
+        assert f"URL {typed!r}" in result.stderr, args
+        assert why in result.stderr, args

@@ -12,7 +12,7 @@ import fsspec
 import pytest
 
 from governance.errors import AccessDeniedError, ArgumentError, NoSuchRootError, StorageError
-from governance.storage import normalize_url, open_store
+from governance.storage import normalize_url, open_store, typed_url
 from governance.storage.base import Store
 from governance.storage.errors import KeyNotFoundError
 from governance.storage.fs import FsspecStore
@@ -73,6 +73,7 @@ def memory_root() -> Iterator[str]:
         ("/data/ckpts/../runs/", "file:///data/runs/"),
         ("file:///data/ckpts", "file:///data/ckpts/"),
         ("file://localhost/data", "file:///data/"),
+        ("file:/data/ckpts", "file:///data/ckpts/"),  # RFC 8089's form without a host
         ("/", "file:///"),
     ],
 )
@@ -89,7 +90,17 @@ def test_normalize_relative_path_is_made_absolute(
 
 @pytest.mark.parametrize(
     "url",
-    ["", "   ", "s3://", "s3:///prefix", "s3://my bucket/x", "nosuchscheme://x", "file://host/x"],
+    [
+        "",
+        "   ",
+        "s3://",
+        "s3:///prefix",
+        "s3://my bucket/x",
+        "nosuchscheme://x",
+        "file://host/x",
+        "s3:/bucket/x",  # read as the local folder `s3:/bucket/x`, relative: never meant
+        "file:data/x",
+    ],
 )
 def test_normalize_rejects_unusable_urls_naming_them(url: str) -> None:
     with pytest.raises(ArgumentError) as info:
@@ -517,3 +528,38 @@ def test_a_password_in_a_root_url_is_refused_and_never_echoed() -> None:
         normalize_url("ftp://u:secret@127.0.0.1:21/data")
     assert "secret" not in str(err.value)
     assert normalize_url("ftp://u@127.0.0.1:21/data") == "ftp://u@127.0.0.1:21/data/"
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("s3://b/runs/r1/checkpoint-4000/", "s3://b/runs/r1/checkpoint-4000/"),
+        ("S3A://b/runs/x.pt", "s3://b/runs/x.pt"),
+        ("/data/runs/r1/checkpoint-4000/", "file:///data/runs/r1/checkpoint-4000/"),
+        ("/data/runs/x.pt", "file:///data/runs/x.pt"),
+        ("file:///data/x.pt", "file:///data/x.pt"),
+        ("file://localhost/data/x.pt", "file:///data/x.pt"),
+        ("file:/data/x.pt", "file:///data/x.pt"),
+    ],
+)
+def test_typed_url_keeps_what_was_typed_as_a_full_url(typed: str, expected: str) -> None:
+    assert typed_url(typed) == expected
+
+
+@pytest.mark.parametrize(
+    ("typed", "why"),
+    [
+        ("s3:/b/runs/x.pt", "did you mean 's3://b/runs/x.pt'?"),
+        ("file://data/x.pt", "'data' would be a host"),
+        ("file:data/x.pt", "file URLs need an absolute path"),
+        ("nosuch://b/x", "unknown scheme 'nosuch'"),
+        ("", "empty"),
+    ],
+)
+def test_typed_url_names_a_url_that_cannot_be_one_as_typed(typed: str, why: str) -> None:
+    """`explain s3:/b/x` was read as a local path under the current folder, and
+    `file://data/x` lost its "host": the error then named another URL than the one typed."""
+    with pytest.raises(ArgumentError) as info:
+        typed_url(typed)
+    assert repr(typed) in str(info.value)
+    assert why in str(info.value)
