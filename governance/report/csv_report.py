@@ -23,6 +23,7 @@ COLUMNS = (
     "last_modified",
     "storage_class",
     "target_storage_class",
+    "dest_url",  # an archive's copy to another location: where it goes
     "reason",
 )
 
@@ -47,6 +48,7 @@ def iter_rows(plan: Plan) -> Iterator[tuple[object, ...]]:
                 iso(o.last_modified),
                 o.storage_class or "",
                 a.storage_class or "",
+                a.dest_url or "",
                 a.reason,
             )
 

@@ -64,3 +64,18 @@ def csv_header() -> list[str]:
     from governance.report.csv_report import COLUMNS
 
     return list(COLUMNS)
+
+
+def test_an_archive_to_another_location_names_where_it_goes() -> None:
+    """An archive by copy had no destination in the CSV (only in its reason): its
+    `dest_url` is a column, empty for the rest; an archive by class has its target class."""
+    plan = sample_plan()
+    archive = next(a for a in plan.actions if a.action == "archive")
+    by_class = {r["action_id"]: r for r in csv.DictReader(io.StringIO(render(plan, "csv")))}
+    assert by_class[str(archive.id)]["target_storage_class"] == "DEEP_ARCHIVE"
+    assert {r["dest_url"] for r in by_class.values()} == {""}
+    archive.storage_class, archive.dest_url = None, "s3://cold-archive/final/"
+    rows = list(csv.DictReader(io.StringIO(render(plan, "csv"))))
+    moved = [r for r in rows if r["action_id"] == str(archive.id)]
+    assert moved and {r["dest_url"] for r in moved} == {"s3://cold-archive/final/"}
+    assert {r["dest_url"] for r in rows if r["action_id"] != str(archive.id)} == {""}
