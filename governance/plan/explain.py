@@ -15,6 +15,7 @@ from governance.errors import ArgumentError
 from governance.model.types import Artifact, Group
 from governance.plan.build import RootSnapshot
 from governance.plan.decide import TracedDecision, decide_group
+from governance.plan.types import ActionType, PlannedAction
 from governance.policy.models import Policy
 
 
@@ -34,6 +35,10 @@ class Explanation:
     tiers: list[tuple[str, str]] = field(default_factory=list)
     decision: str = ""
     reason: str = ""
+    # When the URL named one object of a folder artifact: that object, and what the plan
+    # does with it (a strip removes some of a checkpoint's objects and keeps the rest).
+    object: str | None = None
+    object_fate: str | None = None
 
 
 def _holds(art: Artifact, key: str) -> bool:
@@ -47,6 +52,41 @@ def _holds(art: Artifact, key: str) -> bool:
 
 def _find(group: Group, key: str) -> Artifact | None:
     return next((a for a in group.artifacts if _holds(a, key)), None)
+
+
+def _object_of(d: TracedDecision, target: Artifact, root: str, key: str) -> dict[str, str]:
+    """`object` and `object_fate` of an `Explanation` when `key` is one object of the
+    folder artifact `target` (else nothing): the actions that take that object, in words,
+    or that it stays while the artifact's other objects are acted on."""
+    if target.key.rstrip("/") == key.rstrip("/"):
+        return {}
+    acting = [a for a in d.actions if any(o.key == key for o in a.objects)]
+    if acting:
+        fate = "; ".join(_acted(a) for a in acting)
+    elif d.actions:
+        what = " + ".join(a.action.value for a in d.actions)
+        fate = f"stays: not one of the objects the {what} acts on"
+    else:
+        fate = "stays, with its artifact"
+    return {"object": root + key, "object_fate": fate}
+
+
+def _acted(a: PlannedAction) -> str:
+    """What action `a` does to each of its objects, in words."""
+    if a.action is ActionType.TRANSITION:
+        return f"transitioned to {a.storage_class}"
+    if a.action is ActionType.ARCHIVE:
+        return (
+            f"archived to {a.storage_class}"
+            if a.dest_url is None
+            else (f"copied to {a.dest_url}, then removed here")
+        )
+    return {
+        ActionType.DELETE: "deleted",
+        ActionType.STRIP: "removed by the strip (the checkpoint's other objects stay)",
+        ActionType.DEDUPE: "removed as a duplicate",
+        ActionType.ABORT_UPLOAD: "its incomplete upload aborted",
+    }[a.action]
 
 
 def explain(
@@ -95,6 +135,7 @@ def explain(
                 tiers=d.tiers,
                 decision=d.decision,
                 reason=d.reason or (d.kept.reason if d.kept is not None else ""),
+                **_object_of(d, target, root.url, key),
             )
     hint = ""
     if runs:

@@ -116,3 +116,28 @@ def test_explain_names_the_run_status_protection() -> None:
     assert e.protected_by is not None
     assert "running" in e.protected_by
     assert e.reason == f"protected: {e.protected_by}"
+
+
+def test_explain_of_one_object_says_what_becomes_of_that_object() -> None:
+    """A strip removes some objects of a checkpoint and keeps the rest: `explain` of one
+    of them said only "strip", the same for the optimizer it removes and the weights it
+    keeps. It now names the object and its own fate; the artifact's URL names none."""
+    pol, groups = example_policy(), _groups()
+    plan = make_plan(groups, pol)
+    strip = next(a for a in plan.actions if a.action == "strip")
+    art = strip.artifact.uri
+    removed = {o.key for o in strip.objects}
+    [ckpt] = [c for c in groups[0].artifacts if ROOT + c.key == art]
+    kept = sorted(o.key for o in ckpt.objects if o.key not in removed)
+    assert removed and kept
+    gone = explain([snapshot(groups)], pol, AS_OF, ROOT + sorted(removed)[0])
+    stays = explain([snapshot(groups)], pol, AS_OF, ROOT + kept[0])
+    assert gone.decision == stays.decision == "strip"
+    assert (gone.uri, stays.uri) == (art, art)
+    assert (gone.object, stays.object) == (ROOT + sorted(removed)[0], ROOT + kept[0])
+    assert gone.object_fate == "removed by the strip (the checkpoint's other objects stay)"
+    assert stays.object_fate == "stays: not one of the objects the strip acts on"
+    whole = explain([snapshot(groups)], pol, AS_OF, art)
+    assert (whole.object, whole.object_fate) == (None, None)
+    deleted = explain([snapshot(groups)], pol, AS_OF, ROOT + R + "checkpoint-2000/optimizer.pt")
+    assert deleted.object_fate == "deleted"
