@@ -32,6 +32,7 @@ from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
     PlanRow,
+    datetime_from_us,
 )
 from governance.errors import CatalogError, UnknownPlanError
 from governance.heap import settled_collections
@@ -182,6 +183,7 @@ _ACTION_COLUMNS = (
     "monthly_cost_before_usd",
     "monthly_cost_after_usd",
     "objects",
+    "artifact_written",
 )
 
 
@@ -228,6 +230,7 @@ def _action_rows(plan: Plan, null: Any, *, for_core: bool = False) -> Iterator[t
             a.monthly_cost_before_usd,
             a.monthly_cost_after_usd,
             objects,
+            null if (at := art.written) is None else epoch_micros(at),
         )
 
 
@@ -304,6 +307,7 @@ _KEPT_COLUMNS = (
     "tier",
     "how",
     "reason",
+    "artifact_written",
 )
 
 
@@ -327,6 +331,7 @@ def _kept_rows(plan: Plan, null: Any) -> Iterator[tuple[Any, ...]]:
             null if (tier := k.tier) is None else tier,
             hows.get(how) or KeptHow(how).value,
             k.reason,
+            null if (at := art.written) is None else epoch_micros(at),
         )
 
 
@@ -460,7 +465,7 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
         _SHARED.clear()
     for (
         action_id, rule, tier, kind, destructive, uri, art_kind, run, step, root, sc_to, dest,
-        reason, early, request, before, after, stored, plan_id,
+        reason, early, request, before, after, stored, at, plan_id,
     ) in rows:  # fmt: skip
         rule, art_kind, root = share(rule, rule), share(art_kind, art_kind), share(root, root)
         if tier is not None:
@@ -487,7 +492,9 @@ def _actions_from_rows(rows: Iterable[Sequence[Any]]) -> list[PlannedAction]:
             if since is not None:
                 obj.class_since = epoch + micros(0, 0, since)
             objects.append(obj)
-        artifact = ArtifactRef(uri, art_kind, run, step, root)
+        artifact = ArtifactRef(
+            uri, art_kind, run, step, root, None if at is None else epoch + micros(0, 0, at)
+        )
         action_type = kinds.get(kind) or ActionType(kind)
         planned = PlannedAction(
             action_id, rule, tier, action_type, bool(destructive), artifact, objects,
@@ -602,6 +609,7 @@ def _kept_from_row(row: Any) -> KeptArtifact:
             run=row["artifact_run"],
             step=row["artifact_step"],
             root_url=row["root_url"],
+            written=None if (at := row["artifact_written"]) is None else datetime_from_us(at),
         ),
         rule=row["rule"],
         tier=row["tier"],

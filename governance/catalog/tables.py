@@ -252,6 +252,10 @@ class PlanActionRow(SQLModel, table=True):
     monthly_cost_before_usd: float = 0.0
     monthly_cost_after_usd: float = 0.0
     objects: list[list[Any]] | None = _json(nullable=False)
+    # µs since the epoch: `ArtifactRef.written` (runs with a checkpoint without a step)
+    artifact_written: int | None = Field(
+        default=None, sa_column=Column(BigInteger(), nullable=True)
+    )
 
 
 class PlanKeptRow(SQLModel, table=True):
@@ -270,3 +274,6 @@ class PlanKeptRow(SQLModel, table=True):
     tier: str | None = None
     how: str
     reason: str
+    artifact_written: int | None = Field(  # as plan_actions'
+        default=None, sa_column=Column(BigInteger(), nullable=True)
+    )

@@ -967,6 +967,7 @@ class Decider:
         trackers: list[Decision] = []  # of tracker files and markers (see `_keep_trackers`)
         loose: list[Decision] = []  # those of them no tier rule owns
         tier_members: dict[int, list[Decision]] = {}
+        stepless = False  # a checkpoint without a step: its run's refs carry their times
         written = ctx.written
         owners = ctx.owners
         checkpoint = _CHECKPOINT
@@ -993,6 +994,8 @@ class Decider:
                 found = owners.get(kind) or self._owner(ctx, kind, d, shield)
             owner, owner_index, skipped, d.rule, tiered = found
             if kind is checkpoint:
+                if art.step is None:
+                    stepless = True
                 if not art.complete:  # in flight
                     why = art.completeness_reason or art.note or "incomplete"
                     reason = f"in flight: incomplete checkpoint ({why})"
@@ -1031,6 +1034,9 @@ class Decider:
             if d.kept is None and not (d.actions and _deletes(d)):
                 how = _NO_RULE if d.rule is None else _RULE_KEEPS
                 d.keep(d.rule, None, how, d.reason or "kept")
+        if stepless:  # (reports order such a run's checkpoints by time: `ArtifactRef.written`)
+            for d in decisions:
+                d.ref.written = written[id(d.artifact)]
         return GroupResult(
             decisions, ctx.not_applicable, ctx.unmeasured, ctx.final, _bests(ctx.bests, run)
         )

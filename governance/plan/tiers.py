@@ -72,23 +72,36 @@ def order_key(checkpoints: Sequence[Artifact], when: Written | None = None) -> O
 
 
 def _mixed_key(stepped: list[Artifact], stepless: list[Artifact], at: Written) -> OrderKey:
-    """The order of a run where only `stepped` have a step: each stepless checkpoint ranks
-    just above the highest-step one written at or before it (-1: none was)."""
-    by_step = sorted(stepped, key=lambda c: (c.step, at[id(c)], c.key))
+    """The order of a run where only `stepped` have a step (see `mixed_ranks`)."""
+    keys = mixed_ranks(stepped, stepless, _STEP, lambda c: at[id(c)], _KEY)
+    return lambda c: keys[id(c)]
+
+
+def mixed_ranks(
+    stepped: Sequence[Any],
+    stepless: Sequence[Any],
+    step: Callable[[Any], int],
+    at: Callable[[Any], datetime],
+    name: Callable[[Any], str],
+) -> dict[int, tuple[Any, ...]]:
+    """By `id` of each checkpoint of a run where only `stepped` have a step, its sort key
+    (oldest first): each stepless checkpoint ranks just above the highest-step one written
+    at or before it (-1: none was). Checkpoints are anything `step`, `at` (the newest
+    write) and `name` read: the planner's artifacts, a report's timeline cells."""
+    by_step = sorted(stepped, key=lambda c: (step(c), at(c), name(c)))
     rank = {id(c): i for i, c in enumerate(by_step)}
-    by_time = sorted(by_step, key=lambda c: at[id(c)])
-    times = [at[id(c)] for c in by_time]
+    by_time = sorted(by_step, key=at)
+    times = [at(c) for c in by_time]
     highest: list[int] = []  # highest rank among by_time[: i + 1]
     for c in by_time:
         highest.append(max(rank[id(c)], highest[-1] if highest else -1))
     for c in stepless:
-        before = bisect_right(times, at[id(c)])
+        before = bisect_right(times, at(c))
         rank[id(c)] = highest[before - 1] if before else -1
-    keys = {
-        id(c): (rank[id(c)], 0 if c.step is not None else 1, at[id(c)], c.key)
-        for c in chain(stepped, stepless)
+    return {
+        id(c): (rank[id(c)], 0 if i < len(stepped) else 1, at(c), name(c))
+        for i, c in enumerate(chain(stepped, stepless))
     }
-    return lambda c: keys[id(c)]
 
 
 def newest(checkpoints: Sequence[Artifact], when: Written | None = None) -> Artifact | None:

@@ -65,6 +65,11 @@ class ArtifactRef:
     run: str | None
     step: int | None
     root_url: str
+    # The artifact's newest write, kept only where a step cannot place it: in a run with a
+    # checkpoint that has no step (`last.ckpt`, `model_best.pt`), for each of its
+    # artifacts, so reports order that run's checkpoints as the tiers do (`tiers.order_key`),
+    # not by name. None elsewhere (and in plans saved before it was kept).
+    written: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)

@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
+from governance.plan.tiers import mixed_ranks
 from governance.plan.types import (
     ActionType,
     ArtifactRef,
@@ -312,6 +314,7 @@ class Cell:
     uri: str
     step: int | None
     reasons: list[str] = field(default_factory=list)
+    written: datetime | None = None  # `ArtifactRef.written`: where a step cannot place it
 
     @property
     def title(self) -> str:
@@ -394,7 +397,7 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
         c = cells.get(ref.uri)
         if c is None:
             label = str(ref.step) if ref.step is not None else _basename(ref.uri)
-            c = cells[ref.uri] = Cell(label, "kept", [], ref.uri, ref.step)
+            c = cells[ref.uri] = Cell(label, "kept", [], ref.uri, ref.step, [], ref.written)
         return c
 
     def shown(ref: ArtifactRef) -> bool:
@@ -414,7 +417,7 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
     rows = []
     order = STATES.index
     for (root, run), run_cells in sorted(found.items(), key=_runs_first):
-        ordered = sorted(run_cells.values(), key=_step_order)
+        ordered = _in_run_order(list(run_cells.values()))
         for c in ordered:
             states = c.states
             c.state = (
@@ -435,6 +438,26 @@ _STEPPED_RESIDUE = "residue with a step"
 
 def _step_order(c: Cell) -> tuple[bool, int, str]:
     return (c.step is None, c.step or 0, c.uri)
+
+
+def _in_run_order(cells: list[Cell]) -> list[Cell]:
+    """A run's checkpoints oldest first, as the tiers rank them (`tiers.order_key`): by
+    step where every one has a step; else, when the plan kept their times, by time where
+    none has, and each one without a step just above the highest step written at or
+    before it where some have (`tiers.mixed_ranks`). By name, `last.ckpt` sorted after
+    every step and `alpha.ckpt` before `zeta.ckpt` whatever their ages, and a reader saw
+    the newest checkpoints deleted. Plans saved without the times: steps, then names."""
+    if all(c.step is not None for c in cells) or any(c.written is None for c in cells):
+        return sorted(cells, key=_step_order)
+    stepped = [c for c in cells if c.step is not None]
+    stepless = [c for c in cells if c.step is None]
+    keys = mixed_ranks(stepped, stepless, _CELL_STEP, _CELL_WRITTEN, _CELL_URI)
+    return sorted(cells, key=lambda c: keys[id(c)])
+
+
+_CELL_STEP = attrgetter("step")
+_CELL_WRITTEN = attrgetter("written")
+_CELL_URI = attrgetter("uri")
 
 
 def _add_state(c: Cell, state: str, reason: str) -> None:

@@ -72,13 +72,16 @@ def write_csv(plan: Plan, out: TextIO) -> None:
             row = tuple(_inert(v) if i in _WORDS else v for i, v in enumerate(row))
         # (the fields that hold names or words: the artifact's and object's URIs, the
         # rule, the reason; checked by what the row's text holds, not field by field)
-        if "\r" in f"{row[2]}{row[6]}{row[7]}{row[13]}":
+        if any("\r" in str(row[i]) for i in _TEXTS):
             quoted.writerow(row)
         else:
             writer.writerow(row)
 
 
-_WORDS = (2, 3, 9, 13)  # rule, tier, etag, reason
+_WORDS = tuple(COLUMNS.index(c) for c in ("rule", "tier", "etag", "reason"))
+_TEXTS = tuple(
+    COLUMNS.index(c) for c in ("rule", "artifact_uri", "object_uri", "dest_url", "reason")
+)
 _FORMULA_START = frozenset("=+-@\t\r")
 
 

@@ -129,7 +129,8 @@ def test_explain_of_one_object_says_what_becomes_of_that_object() -> None:
     removed = {o.key for o in strip.objects}
     [ckpt] = [c for c in groups[0].artifacts if ROOT + c.key == art]
     kept = sorted(o.key for o in ckpt.objects if o.key not in removed)
-    assert removed and kept
+    assert removed
+    assert kept
     gone = explain([snapshot(groups)], pol, AS_OF, ROOT + sorted(removed)[0])
     stays = explain([snapshot(groups)], pol, AS_OF, ROOT + kept[0])
     assert gone.decision == stays.decision == "strip"

@@ -77,5 +77,6 @@ def test_an_archive_to_another_location_names_where_it_goes() -> None:
     archive.storage_class, archive.dest_url = None, "s3://cold-archive/final/"
     rows = list(csv.DictReader(io.StringIO(render(plan, "csv"))))
     moved = [r for r in rows if r["action_id"] == str(archive.id)]
-    assert moved and {r["dest_url"] for r in moved} == {"s3://cold-archive/final/"}
+    assert moved
+    assert {r["dest_url"] for r in moved} == {"s3://cold-archive/final/"}
     assert {r["dest_url"] for r in rows if r["action_id"] != str(archive.id)} == {""}

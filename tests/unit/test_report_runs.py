@@ -6,6 +6,7 @@ from governance.model.types import Artifact, RunStatus
 from governance.plan.types import ArtifactRef, KeptArtifact, KeptHow
 from governance.report import render
 from governance.report.common import by_run, timeline
+from tests.catalogs import catalog_url  # noqa: F401
 from tests.unit.plan_factories import ROOT, checkpoint, group, make_plan, policy
 from tests.unit.plan_samples import sample_plan
 
@@ -133,3 +134,60 @@ def test_checkpoints_outside_any_run_have_a_timeline_row_after_the_runs() -> Non
     alone = make_plan([group(None, loose)], policy(KEEP_NEWEST))
     assert [r.run for r in timeline(alone)] == ["(outside runs)"]
     assert "## Checkpoints per run" in render(alone, "md")
+
+
+def _stepless(name: str, age_days: float) -> Artifact:
+    return checkpoint("runs/r1/", None, age_days, name=name)
+
+
+def test_checkpoints_without_steps_are_in_the_order_the_tiers_rank_them() -> None:
+    """By name, `alpha.ckpt` (newer) came before `zeta.ckpt` (older) and `last.ckpt` after
+    every step: the timeline read as though the newest checkpoints were deleted. It now
+    orders a run's checkpoints as the tiers do: by time where none has a step, and each
+    one without a step just above the highest step written before it."""
+    names = {"zeta.ckpt": 40, "mid.ckpt": 30, "alpha.ckpt": 20, "last.ckpt": 10}
+    plan = make_plan(
+        [group("r1", [_stepless(n, age) for n, age in names.items()])], policy(KEEP_NEWEST)
+    )
+    [row] = timeline(plan)
+    assert [(c.label, c.state) for c in row.cells] == [
+        ("zeta.ckpt", "deleted"),
+        ("mid.ckpt", "deleted"),
+        ("alpha.ckpt", "deleted"),
+        ("last.ckpt", "kept"),
+    ]
+    mixed = [
+        checkpoint("runs/r1/", 100, 30),
+        _stepless("last.ckpt", 25),  # written after step 100, before 200
+        checkpoint("runs/r1/", 200, 20),
+        checkpoint("runs/r1/", 300, 10),
+    ]
+    plan = make_plan([group("r1", mixed)], policy(KEEP_NEWEST))
+    [row] = timeline(plan)
+    assert [c.label for c in row.cells] == ["100", "last.ckpt", "200", "300"]
+    assert [c.state for c in row.cells][-1] == "kept"
+    # a run whose checkpoints all have steps carries no times: nothing changes for it
+    plain = make_plan([group("r1", _run("runs/r1/", (100, 200)))], policy(KEEP_NEWEST))
+    assert {a.artifact.written for a in plain.actions} | {
+        k.artifact.written for k in plain.kept
+    } == {None}
+
+
+def test_the_times_that_order_a_run_survive_saving_the_plan(catalog_url: str) -> None:  # noqa: F811
+    from governance.catalog.engine import open_engine
+    from governance.catalog.plans import load_plan, save_plan
+
+    names = {"zeta.ckpt": 40, "mid.ckpt": 30, "alpha.ckpt": 20, "last.ckpt": 10}
+    plan = make_plan(
+        [group("r1", [_stepless(n, age) for n, age in names.items()])], policy(KEEP_NEWEST)
+    )
+    engine = open_engine(catalog_url)
+    try:
+        save_plan(engine, plan)
+        loaded = load_plan(engine, plan.plan_id)
+    finally:
+        engine.dispose()
+    written = {a.artifact.uri: a.artifact.written for a in [*plan.actions, *plan.kept]}
+    assert None not in written.values()
+    assert {a.artifact.uri: a.artifact.written for a in [*loaded.actions, *loaded.kept]} == written
+    assert [c.label for c in timeline(loaded)[0].cells] == list(names)
