@@ -87,8 +87,12 @@ def apply_plan(
     dry_run: bool = False,
     yes: bool = False,
     progress: Progress | None = None,
+    default_concurrency: int = 16,
 ) -> ExecutionReport:
     """Apply (or with `dry_run`, re-check and report) one saved plan.
+
+    Parallel storage calls: the plan's frozen `apply.concurrency`, else
+    `default_concurrency` (the CLI's: `GOVERN_CONCURRENCY`).
 
     Raises UnknownPlanError (exit 2), or RefusedError and its subclasses (exit 3) before
     anything is changed. Action failures do not raise: they are in the report.
@@ -111,7 +115,7 @@ def apply_plan(
         if not dry_run:
             raise
         notes.append(f"a real apply would be refused: {exc}")
-    concurrency = config.concurrency or 16
+    concurrency = config.concurrency or default_concurrency
     done = IdSet(header.summary.actions)  # done by earlier executions; read again under the lock
 
     waiting: list[PlannedAction] = []  # files that go with their folder: acted on last

@@ -150,6 +150,7 @@ def apply(
         dry_run=dry_run,
         yes=yes,
         progress=progress,
+        default_concurrency=app.settings.concurrency,
     )
     if fmt == "json":
         _emit_execution_json(app, report)

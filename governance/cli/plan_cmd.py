@@ -158,7 +158,10 @@ def _scan(app: AppContext, policy: Policy) -> dict[str, Store]:
             raise result
         _info(app, f"scanned {result.root}: {counted(result.objects, 'object')}")
     # Open stores so that classification can read (and cache) small metadata files.
-    return {spec.url: spec.open(app.settings.concurrency) for spec in resolve_roots(policy, ())}
+    return {
+        spec.url: spec.open(spec.workers(None, app.settings.concurrency))
+        for spec in resolve_roots(policy, ())
+    }
 
 
 def _info(app: AppContext, message: str) -> None:

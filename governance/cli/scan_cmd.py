@@ -103,7 +103,10 @@ def scan(
     if roots:
         _refuse_overlaps([spec.url for spec in specs])
     first = start_root(
-        specs[0], policy, concurrency or app.settings.concurrency, app.settings.catalog_url
+        specs[0],
+        policy,
+        specs[0].workers(concurrency, app.settings.concurrency),
+        app.settings.catalog_url,
     )
     from governance.scan.service import scan_roots
 

@@ -150,8 +150,18 @@ def _endpoint(url: str) -> str:
         raise fail(str(exc)) from exc
 
 
-UrlGlob = Annotated[str, AfterValidator(url_glob)]
-FolderUrl = Annotated[str, AfterValidator(normalize_root_url), AfterValidator(_openable)]
+def _given(location: str) -> str:
+    """A location that says where: an empty one named the folder govern happened to run
+    in (a quarantine or archive landing there, a root scanning it)."""
+    if not location.strip():
+        raise ValueError("an empty location: give a folder's path or a URL")
+    return location
+
+
+UrlGlob = Annotated[str, AfterValidator(_given), AfterValidator(url_glob)]
+FolderUrl = Annotated[
+    str, AfterValidator(_given), AfterValidator(normalize_root_url), AfterValidator(_openable)
+]
 EndpointUrl = Annotated[str, AfterValidator(_endpoint)]
 RunTemplate = Annotated[str, AfterValidator(check_template)]
 ActionName = Literal["delete", "strip", "dedupe", "archive", "abort_upload", "transition"]

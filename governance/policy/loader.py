@@ -19,7 +19,10 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 from ruamel.yaml.scalarbool import ScalarBoolean
 
 from governance.errors import PolicyError
@@ -61,7 +64,10 @@ def load_policy(path: str | Path) -> Policy:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        problem = f"{source}:{line}:{col}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise PolicyError(f"invalid policy {source}: not UTF-8 text", [problem]) from None
     policy = _load(text, str(source), hashlib.sha256(raw).hexdigest())
     policy._source_path = source
     return policy
@@ -73,31 +79,93 @@ def load_policy_text(text: str, source_name: str = "<policy>") -> Policy:
 
 
 def _load(text: str, name: str, sha256: str) -> Policy:
-    yaml = YAML(typ="rt")
     try:
-        tree = yaml.load(text)
+        tree, found = _parse(text, name)
+        if tree is None:
+            problem = f"{name}:1:1: the policy is empty (expected at least version and storage)"
+            raise PolicyError(f"invalid policy {name}: empty", [problem])
+        context = {"placeholders": _declared_placeholders(tree)}
+        plain = _Plain(name)
+        data = plain(tree)
+        found += plain.problems
+        try:
+            policy = Policy.model_validate(data, context=context)
+        except ValidationError as exc:
+            errors = _without_consequences(_not_under_unknown_keys(exc.errors()))
+            errors += _shape_errors(data, errors) + _cross_block_errors(data)
+            found += [_describe(name, tree, err) for err in errors]
+        else:
+            policy._source_sha256 = sha256
+    except RecursionError:
+        problem = f"{name}:1:1: the policy is nested too deeply to read"
+        raise PolicyError(f"invalid policy {name}: nested too deeply", [problem]) from None
+    if found:
+        problems = [text for _, text in sorted(set(found))]
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        raise PolicyError(f"invalid policy {name}: {count}", problems)
+    return policy
+
+
+Located = tuple[tuple[int, int], str]
+"""((line, col), 'file:line:col: path: message'): one problem, sortable by position."""
+
+
+def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
+    """The YAML tree, and the keys given twice in a mapping (each reported, with the
+    policy's other problems: ruamel stops at the first, hiding every other one)."""
+    try:
+        try:
+            return YAML(typ="rt").load(text), []
+        except DuplicateKeyError:
+            twice = _duplicate_keys(YAML(typ="rt").compose(text), name)
+            lenient = YAML(typ="rt")
+            lenient.allow_duplicate_keys = True
+            return lenient.load(text), twice
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         what = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
         problem = f"{name}:{line}:{col}: YAML syntax error: {what}"
         raise PolicyError(f"invalid policy {name}: YAML syntax error", [problem]) from None
-    if tree is None:
-        problem = f"{name}:1:1: the policy is empty (expected at least version and storage)"
-        raise PolicyError(f"invalid policy {name}: empty", [problem])
-    context = {"placeholders": _declared_placeholders(tree)}
-    data = _plain(tree)
-    try:
-        policy = Policy.model_validate(data, context=context)
-    except ValidationError as exc:
-        errors = _without_consequences(exc.errors())
-        errors += _shape_errors(data, errors) + _cross_block_errors(data)
-        located = sorted({_describe(name, tree, err) for err in errors})
-        problems = [text for _, text in located]
-        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
-        raise PolicyError(f"invalid policy {name}: {count}", problems) from None
-    policy._source_sha256 = sha256
-    return policy
+    except ReaderError as exc:  # a character YAML cannot hold (a control character)
+        at = exc.position if isinstance(exc.position, int) else 0
+        line = text.count("\n", 0, at) + 1
+        col = at - (text.rfind("\n", 0, at) + 1) + 1
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        problem = (
+            f"{name}:{line}:{col}: YAML cannot hold the character U+{ord(char):04X} "
+            "(a control character): remove it"
+        )
+        raise PolicyError(
+            f"invalid policy {name}: a character YAML cannot hold", [problem]
+        ) from None
+
+
+def _duplicate_keys(node: Any, name: str, path: tuple[str | int, ...] = ()) -> list[Located]:
+    """Every key given a second time in its mapping, at its position (`compose`d nodes)."""
+    out: list[Located] = []
+    if isinstance(node, MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            label = str(key.value) if isinstance(key, ScalarNode) else None
+            if label is not None and label != "<<":
+                if label in first:
+                    line, col = key.start_mark.line + 1, key.start_mark.column + 1
+                    shown = _format_path([*path, label])
+                    out.append(
+                        (
+                            (line, col),
+                            f"{name}:{line}:{col}: {shown}: duplicate key {label!r} (given first "
+                            f"at line {first[label]}): give each key once",
+                        )
+                    )
+                else:
+                    first[label] = key.start_mark.line + 1
+            out += _duplicate_keys(value, name, (*path, label if label is not None else "?"))
+    elif isinstance(node, SequenceNode):
+        for i, item in enumerate(node.value):
+            out += _duplicate_keys(item, name, (*path, i))
+    return out
 
 
 def _shape_errors(data: Any, errors: list[Any]) -> list[dict[str, Any]]:
@@ -114,7 +182,7 @@ def _shape_errors(data: Any, errors: list[Any]) -> list[dict[str, Any]]:
         tiers = rule.get("tiers") if isinstance(rule, dict) else None
         if not isinstance(tiers, list):
             continue
-        if "otherwise" not in rule and ("rules", i) not in misspelt:
+        if rule.get("otherwise") is None and ("rules", i) not in misspelt:
             out.append(_policy_error(("rules", i), OTHERWISE_REQUIRED, "tiers"))
         for j, tier in enumerate(tiers):
             if not isinstance(tier, dict) or ("rules", i, "tiers", j) in misspelt:
@@ -192,6 +260,28 @@ def _policy_error(loc: Loc, message: str, *subloc: str) -> dict[str, Any]:
     return {"type": "policy", "loc": loc, "msg": message, "ctx": {"msg": message, "subloc": subloc}}
 
 
+def _not_under_unknown_keys(errors: list[Any]) -> list[Any]:
+    """Drop the errors of an unknown key's value: the key is the news (`tag:` for `tags:`
+    is also a selector placeholder whose value must be text, which says nothing more)."""
+    unknown = {_bare(e["loc"]) for e in errors if e["type"] == "extra_forbidden"}
+    unknown |= {_bare(e["loc"]) for e in errors if "unknown select key" in str(e.get("msg", ""))}
+    if not unknown:
+        return errors
+    return [
+        e
+        for e in errors
+        if e["type"] == "extra_forbidden"
+        or "unknown select key" in str(e.get("msg", ""))
+        or not any(_bare(e["loc"])[: len(u)] == u for u in unknown)
+    ]
+
+
+def _bare(loc: Any) -> tuple[Any, ...]:
+    """A loc without the selector's internal `attributes` step (the YAML has none) and
+    pydantic's `[key]` (an error about a mapping's key)."""
+    return tuple(seg for seg in loc if seg not in ("attributes", "[key]"))
+
+
 def _without_consequences(errors: list[Any]) -> list[Any]:
     """Drop "too short" on a list whose items failed: only the items' errors matter."""
     kept = []
@@ -205,20 +295,63 @@ def _without_consequences(errors: list[Any]) -> list[Any]:
     return kept
 
 
-def _plain(node: Any) -> Any:
-    """ruamel's commented containers and scalar subclasses -> plain Python values."""
-    if isinstance(node, dict):
-        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if isinstance(node, ScalarBoolean):
-        return bool(node)
-    if isinstance(node, bool) or node is None:
+MAX_VALUES = 100_000
+"""The most values a policy may hold once its aliases are expanded: a few levels of
+aliases of aliases (`l2: [*l1, *l1, ...]`) expand to billions from a few hundred bytes."""
+
+
+class _Plain:
+    """ruamel's commented containers and scalar subclasses -> plain Python values, with
+    `problems` for what no policy can hold: a key that is empty or true/false (a tag key
+    `null` read as "None"), more than `MAX_VALUES` values."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.problems: list[Located] = []
+        self._count = 0
+
+    def __call__(self, node: Any, path: tuple[str | int, ...] = ()) -> Any:
+        self._count += 1
+        if self._count > MAX_VALUES:
+            problem = (
+                f"{self.name}:1:1: the policy holds over {MAX_VALUES:,} values once its "
+                "aliases are expanded (aliases of aliases?)"
+            )
+            raise PolicyError(f"invalid policy {self.name}: too many values", [problem])
+        if isinstance(node, dict):
+            out = {}
+            for k, v in node.items():
+                if k is None or isinstance(k, bool):
+                    self._bad_key(node, k, path)
+                key = k if isinstance(k, str) else str(k)
+                out[key] = self(v, (*path, key))
+            return out
+        if isinstance(node, list):
+            return [self(v, (*path, i)) for i, v in enumerate(node)]
+        if isinstance(node, ScalarBoolean):
+            return bool(node)
+        if isinstance(node, bool) or node is None:
+            return node
+        for kind in (str, int, float):
+            if isinstance(node, kind):
+                return kind(node)
         return node
-    for kind in (str, int, float):
-        if isinstance(node, kind):
-            return kind(node)
-    return node
+
+    def _bad_key(self, node: Any, key: Any, path: tuple[str | int, ...]) -> None:
+        lc = getattr(node, "lc", None)
+        try:
+            line, col = lc.key(key) if lc is not None else (0, 0)
+        except (KeyError, TypeError):
+            line, col = getattr(lc, "line", 0) or 0, getattr(lc, "col", 0) or 0
+        given = "an empty key (null)" if key is None else f"the key {str(key).lower()}"
+        where = _format_path(path) or "(top level)"
+        self.problems.append(
+            (
+                (line + 1, col + 1),
+                f"{self.name}:{line + 1}:{col + 1}: {where}: {given}: keys are text "
+                "(quote it if it is meant)",
+            )
+        )
 
 
 def _declared_placeholders(tree: Any) -> frozenset[str]:
@@ -262,12 +395,17 @@ def _locate(
         last = i == len(loc) - 1
         if seg == "[key]":
             continue
-        if isinstance(node, CommentedMap) and isinstance(seg, str) and seg in node:
-            child = node[seg]
+        key = _key_in(node, seg) if isinstance(node, CommentedMap) else _ABSENT
+        if key is not _ABSENT:
+            child = node[key]
             about_key = (not last and loc[i + 1] == "[key]") or (
                 block_at_key and isinstance(child, dict | list)
             )
-            pos = node.lc.key(seg) if about_key else node.lc.value(seg)
+            pos = _position(node, key, about_key)
+            if child is None and pos[0] != (at_key := _position(node, key, True))[0]:
+                # an empty value in block style has no place of its own (ruamel gives
+                # the next token's, lines below): its key's
+                pos = at_key
             shown.append(seg)
             node = child
         elif isinstance(node, CommentedSeq) and isinstance(seg, int) and 0 <= seg < len(node):
@@ -276,10 +414,38 @@ def _locate(
             node = node[seg]
         elif isinstance(node, CommentedMap) and seg == "attributes":
             continue  # a selector's placeholders are its own extra keys in the YAML
+        elif seg == 0 and node is not None and not isinstance(node, list):
+            continue  # one value where a list is read (`transition: {after: ...}`): it
         else:
             shown.append(seg)
             node = None
     return (pos[0] + 1, pos[1] + 1), shown
+
+
+_ABSENT = object()
+
+
+def _key_in(node: CommentedMap, seg: Any) -> Any:
+    """The key of `node` that `seg` (a loc segment: keys are text once plain) names, as
+    the YAML has it (`1:` is the number 1), or `_ABSENT`."""
+    if not isinstance(seg, str):
+        return _ABSENT
+    if seg in node:
+        return seg
+    return next((k for k in node if not isinstance(k, str) and str(k) == seg), _ABSENT)
+
+
+def _position(node: CommentedMap, key: Any, at_key: bool) -> tuple[int, int]:
+    """(line, col), 0-based, of `key`'s value in `node` (of the key itself, `at_key`). A key
+    merged in (`<<: *defaults`) is placed where the mapping it came from gives it."""
+    merged = [m[1] if isinstance(m, tuple) else m for m in getattr(node, "merge", ()) or ()]
+    for mapping in [node, *merged]:
+        lc = getattr(mapping, "lc", None)
+        if lc is None or key not in (lc.data or {}):
+            continue
+        return lc.key(key) if at_key else lc.value(key)
+    lc = node.lc
+    return (getattr(lc, "line", 0) or 0, getattr(lc, "col", 0) or 0)
 
 
 def _format_path(parts: Sequence[str | int]) -> str:
@@ -298,8 +464,12 @@ def _message(err: Any, loc: Loc) -> str:
         return f"unsupported policy version {err['input']!r} (this govern reads version 1)"
     if kind == "missing":
         return f"missing required key {key!r}"
-    if kind in ("model_type", "dict_type") and isinstance(err.get("input"), list | str | int):
+    if kind in ("model_type", "dict_type") and (
+        err.get("input") is None or isinstance(err.get("input"), list | str | int | float)
+    ):
         return f"expected a mapping, got {_type_name(err['input'])}"
+    if kind == "finite_number" and "input" in err:
+        return f"must be a finite number, got {err['input']!r}"
     if kind in _STRICT_TYPES and "input" in err:
         value = err["input"]
         shown = (
@@ -310,11 +480,12 @@ def _message(err: Any, loc: Loc) -> str:
     if bound is not None and "input" in err:
         word, name = bound
         return f"must be {word} {(err.get('ctx') or {}).get(name)}, got {err['input']!r}"
-    if kind in ("literal_error", "enum") and isinstance(err.get("input"), str):
+    if kind in ("literal_error", "enum") and "input" in err:
         choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
         if choices:
             given = err["input"]
-            return f"expected {_one_of(choices)}, got {given!r}{did_you_mean(given, choices)}"
+            hint = did_you_mean(given, choices) if isinstance(given, str) else ""
+            return f"expected {_one_of(choices)}, got {_shown(given)}{hint}"
     if kind in ("tuple_type", "list_type") and "input" in err:
         value = err["input"]
         shown = "" if value is None or isinstance(value, dict) else f" {value!r}"
@@ -358,12 +529,27 @@ _STRICT_TYPES = {
     "int_type": "a whole number",
     "float_type": "a number",
     "bool_type": "true or false",
+    "string_type": "text",
 }
 """What a number or switch must be written as (a quoted "5" or a true is not coerced)."""
 
 
+def _shown(value: Any) -> str:
+    """A value as the policy wrote it: `1`, `'x'`, `true`, `a list`, `an empty value`."""
+    if value is None or isinstance(value, list | dict):
+        return _type_name(value)
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
 def _type_name(value: Any) -> str:
-    names = {list: "a list", str: "a string", int: "a number", bool: "a boolean", float: "a number"}
+    names = {
+        list: "a list",
+        dict: "a mapping",
+        str: "a string",
+        int: "a number",
+        bool: "a boolean",
+        float: "a number",
+    }
     if value is None:
         return "an empty value"
     return names.get(type(value), type(value).__name__)

@@ -56,6 +56,7 @@ from governance.policy.fields import (
 )
 from governance.policy.select import TEMPLATE_FIELD_RE
 from governance.policy.units import format_duration
+from governance.settings import MAX_CONCURRENCY
 
 
 def _refuse_first(problems: list[Problem], within: Loc = ()) -> None:
@@ -81,7 +82,7 @@ class StorageRoot(PolicyModel):
     endpoint_url: EndpointUrl | None = None
     profile: str | None = None
     region: str | None = None
-    concurrency: int | None = Field(default=None, ge=1, strict=True)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY, strict=True)
 
     @field_validator("region")
     @classmethod
@@ -315,7 +316,7 @@ class ApplyConfig(PolicyModel):
     delete_mode: Literal["quarantine", "versioned", "permanent"] = "quarantine"
     quarantine_url: FolderUrl | None = None
     quarantine_for: PositiveDuration = timedelta(days=14)
-    concurrency: int | None = Field(default=None, ge=1, strict=True)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY, strict=True)
 
     def quarantine_url_for(self, root_url: str) -> str:
         """Where a root's deletes go: the top of its bucket, or beside a local root folder."""
@@ -368,6 +369,35 @@ class NotifyTarget(PolicyModel):
 
 # ----------------------------------------------------------------------------- the policy
 
+
+def _whole_number(value: object) -> object:
+    """`version: 1` as written: YAML's `true` and `1.0` equal 1 in Python, and pydantic's
+    literal takes them."""
+    if type(value) is not int and isinstance(value, bool | float):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise ValueError(f"unsupported policy version {shown} (this govern reads version 1)")
+    return value
+
+
+def _one_price_per_class(value: object) -> object:
+    """Storage class names are read in any case: `standard` and `STANDARD` both given
+    would price one class twice, and one of the two was dropped unseen."""
+    if not isinstance(value, dict):
+        return value
+    seen: dict[str, str] = {}
+    for key in value:
+        if not isinstance(key, str):
+            continue
+        first = seen.setdefault(key.upper(), key)
+        if first != key:
+            raise fail(
+                f"{key!r} prices the class {first!r} prices already: give each class once",
+                key,
+                "[key]",
+            )
+    return value
+
+
 _PRICE_MEMO: dict[int, tuple[object, dict[str | None, float]]] = {}
 """id(policy.pricing) -> (that mapping, held so the id stays its own; class -> price)."""
 
@@ -375,7 +405,7 @@ _PRICE_MEMO: dict[int, tuple[object, dict[str | None, float]]] = {}
 class Policy(PolicyModel):
     """A whole validated policy. `source_path`/`source_sha256` are set by the loader."""
 
-    version: Literal[1]
+    version: Annotated[Literal[1], BeforeValidator(_whole_number)]
     storage: tuple[StorageRoot, ...] = Field(min_length=1)
     layout: Layout = Field(default_factory=Layout)
     protect: Protect = Field(default_factory=Protect)
@@ -384,9 +414,10 @@ class Policy(PolicyModel):
     approval: Approval = Field(default_factory=Approval)
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     safety: Safety = Field(default_factory=Safety)
-    pricing: dict[StorageClassName, Annotated[float, Field(strict=True)]] = Field(
-        default_factory=dict
-    )
+    pricing: Annotated[
+        dict[StorageClassName, Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]],
+        BeforeValidator(_one_price_per_class),
+    ] = Field(default_factory=dict)
     budgets: tuple[Budget, ...] = ()
     notify: tuple[NotifyTarget, ...] = ()
 
@@ -407,14 +438,6 @@ class Policy(PolicyModel):
         names = [(("rules", i, "name"), rule.name) for i, rule in enumerate(rules)]
         _refuse_first(duplicate_rule_names(names), within=("rules",))
         return rules
-
-    @field_validator("pricing")
-    @classmethod
-    def _prices(cls, pricing: dict[StorageClass, float]) -> dict[StorageClass, float]:
-        for sc, price in pricing.items():
-            if price < 0:
-                raise fail("a price cannot be negative", sc.value)
-        return pricing
 
     @model_validator(mode="after")
     def _versioned_deletes_need_s3(self) -> Policy:

@@ -15,6 +15,7 @@ datetime.timedelta(days=1, seconds=43200)
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -53,9 +54,7 @@ def parse_duration(value: str | timedelta) -> timedelta:
             raise ValueError("a duration cannot be negative")
         return value
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(
-            f"expected a duration such as 90m, 36h, 7d or 2w, got {type(value).__name__} {value!r}"
-        )
+        raise ValueError(f"expected a duration such as 90m, 36h, 7d or 2w, got {_given(value)}")
     text = value.strip().lower()
     if text.startswith("-"):
         raise ValueError(f"a duration cannot be negative: {value!r}")
@@ -65,8 +64,30 @@ def parse_duration(value: str | timedelta) -> timedelta:
     seconds = Decimal(0)
     for number, unit in _DURATION_PART.findall(text):
         seconds += Decimal(number) * _DURATION_UNITS[unit]
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(
+            f"duration {value!r} is too long: at most {MAX_DURATION_SECONDS // 86_400}d (100 years)"
+        )
     micros = int((seconds * 1_000_000).to_integral_value(ROUND_HALF_EVEN))
     return timedelta(microseconds=micros)
+
+
+MAX_DURATION_SECONDS = 36_500 * 86_400
+"""The longest duration a policy may give (100 years): ages and windows are counted back
+from `as_of`, and a longer one fell off the calendar mid-plan (OverflowError)."""
+MAX_SIZE = 2**63 - 1
+"""The largest size a policy may give (8 EiB): what a catalog's 64-bit sizes can hold."""
+
+
+def _given(value: object) -> str:
+    """What a policy gave instead of a duration or size, in its own words."""
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple | dict):
+        return "a list" if isinstance(value, list | tuple) else "a mapping"
+    return repr(value)
 
 
 def format_duration(td: timedelta) -> str:
@@ -95,15 +116,13 @@ def parse_size(value: str | int) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"a size cannot be negative: {value}")
-        return value
+        return _at_most_max(value, value)
     if isinstance(value, float):
-        if value < 0 or value != int(value):
+        if not math.isfinite(value) or value < 0 or value != int(value):
             raise ValueError(f"a size in bytes must be a whole non-negative number: {value}")
-        return int(value)
+        return _at_most_max(int(value), value)
     if not isinstance(value, str):
-        raise ValueError(
-            f"expected a size such as 512KiB, 64MiB or 2TB, got {type(value).__name__} {value!r}"
-        )
+        raise ValueError(f"expected a size such as 512KiB, 64MiB or 2TB, got {_given(value)}")
     text = value.strip()
     if text.startswith("-"):
         raise ValueError(f"a size cannot be negative: {value!r}")
@@ -127,7 +146,13 @@ def parse_size(value: str | int) -> int:
         raise ValueError(f"invalid size {value!r}") from None
     if not unit and exact != exact.to_integral_value():
         raise ValueError(f"a size without a unit is bytes and must be whole: {value!r}")
-    return int(exact.to_integral_value(ROUND_HALF_EVEN))
+    return _at_most_max(int(exact.to_integral_value(ROUND_HALF_EVEN)), value)
+
+
+def _at_most_max(size: int, given: object) -> int:
+    if size > MAX_SIZE:
+        raise ValueError(f"size {given!r} is too large: at most {MAX_SIZE:,} bytes (8 EiB)")
+    return size
 
 
 def format_bytes(n: int) -> str:

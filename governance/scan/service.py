@@ -53,11 +53,11 @@ def scan_roots(
     """
     specs = resolve_roots(policy, root_urls)
     now = datetime.now(UTC)
-    workers = concurrency or app.settings.concurrency
     try:
         for index, spec in enumerate(specs):
             started = first if index == 0 and first is not None else None
             if started is None:
+                workers = spec.workers(concurrency, app.settings.concurrency)
                 started = start_root(spec, policy, workers, app.settings.catalog_url)
             if isinstance(started, GovernanceError):
                 yield started

@@ -21,6 +21,12 @@ class RootSpec:
     endpoint_url: str | None = None
     profile: str | None = None
     region: str | None = None
+    concurrency: int | None = None  # storage[].concurrency: this root's parallel calls
+
+    def workers(self, flag: int | None, setting: int) -> int:
+        """Parallel calls for this root: a command's `--concurrency`, else the root's own
+        `concurrency`, else the global setting (`GOVERN_CONCURRENCY`)."""
+        return flag or self.concurrency or setting
 
     def connection(self) -> dict[str, str]:
         """How to reach the root again later (never credentials: the profile's name only)."""
@@ -43,7 +49,9 @@ def resolve_roots(policy: Policy | None, root_urls: Sequence[str]) -> list[RootS
     if policy is not None:
         for entry in policy.storage:
             url = normalize_url(entry.url)
-            by_url[url] = RootSpec(url, entry.name, entry.endpoint_url, entry.profile, entry.region)
+            by_url[url] = RootSpec(
+                url, entry.name, entry.endpoint_url, entry.profile, entry.region, entry.concurrency
+            )
     if root_urls:
         return [by_url.get(normalize_url(u), RootSpec(normalize_url(u))) for u in root_urls]
     if not by_url:

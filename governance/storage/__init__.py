@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from typing import IO, TYPE_CHECKING, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from governance.errors import ArgumentError
 from governance.storage.base import KeyResult, ObjectInfo, ObjectState, Store
@@ -155,6 +156,10 @@ def normalize_url(url: str) -> str:
         if prefix and not prefix.endswith("/"):
             prefix += "/"
         return f"{scheme}://{bucket}/{prefix}"
+    try:
+        urlsplit(url)  # (`http://[::1/x`: a host no client can parse)
+    except ValueError as exc:
+        raise ArgumentError(f"storage URL {typed!r}: {exc}") from None
     userinfo, at, _ = rest.partition("/")[0].rpartition("@")
     if at and ":" in userinfo:
         # a root's URL is stored in the catalog and printed in every report and URI

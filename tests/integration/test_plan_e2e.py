@@ -837,7 +837,9 @@ VALIDATION_CASES = [
         id="fraction-range",
     ),
     pytest.param("rules:\n  - name: [unclosed\n", "7:1: YAML syntax error", id="yaml-syntax"),
-    pytest.param("rules: []\nrules: []\n", "6:1: YAML syntax error", id="duplicate-yaml-key"),
+    pytest.param(
+        "rules: []\nrules: []\n", "6:1: rules: duplicate key 'rules'", id="duplicate-yaml-key"
+    ),
     pytest.param("bogus: 1\n", "5:1: bogus: unknown key 'bogus'", id="unknown-top-level"),
 ]
 

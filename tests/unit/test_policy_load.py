@@ -207,7 +207,7 @@ def test_a_misspelt_choice_lists_the_choices_and_suggests_one(tmp_path: Path) ->
     assert problems(tmp_path, body) == [
         "5:22: apply.delete_mode: expected one of 'quarantine', 'versioned' or 'permanent', "
         "got 'quarentine' (did you mean 'quarantine'?)",
-        "8:20: rules[0].select.kind[0]: expected one of 'checkpoint', 'weights', 'dataset', "
+        "8:20: rules[0].select.kind: expected one of 'checkpoint', 'weights', 'dataset', "
         "'log', 'eval', 'residue' or 'other', got 'chekpoint' (did you mean 'checkpoint'?)",
         "9:30: rules[0].tiers[0].keep[0]: expected one of 'final' or 'best', got 'fnal' "
         "(did you mean 'final'?)",
@@ -714,9 +714,24 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
     assert found[0].startswith("7:1: YAML syntax error:")
 
 
-def test_duplicate_yaml_key_is_a_syntax_error(tmp_path: Path) -> None:
-    found = problems(tmp_path, "rules: []\nrules: []\n")
-    assert found[0].startswith("6:1: YAML syntax error:")
+def test_duplicate_yaml_keys_are_each_reported_with_the_other_problems(tmp_path: Path) -> None:
+    """ruamel stops at the first key given twice: that one was the only problem reported,
+    every other one hidden behind it."""
+    found = problems(
+        tmp_path,
+        "rules: []\nrules: []\nprotect: {min_age: 3x}\nsafety: {max_delete_fraction: 1, "
+        "max_delete_fraction: 2}\n",
+    )
+    assert found == [
+        "6:1: rules: duplicate key 'rules' (given first at line 5): give each key once",
+        "7:20: protect.min_age: invalid duration '3x': expected e.g. 90m, 36h, 7d, 2w",
+        "8:34: safety.max_delete_fraction: duplicate key 'max_delete_fraction' (given first "
+        "at line 8): give each key once",
+    ]
+    # a key given twice fails the policy even when the rest of it is valid
+    assert problems(tmp_path, "rules: []\nrules: []\n") == [
+        "6:1: rules: duplicate key 'rules' (given first at line 5): give each key once"
+    ]
 
 
 def test_empty_file(tmp_path: Path) -> None:

@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from governance.policy.select import glob_match, glob_to_regex, normalize_glob, normalize_root_url
-from governance.policy.units import format_bytes, format_duration, parse_duration, parse_size
+from governance.policy.units import (
+    MAX_DURATION_SECONDS,
+    format_bytes,
+    format_duration,
+    parse_duration,
+    parse_size,
+)
 
 
 @pytest.mark.parametrize(
@@ -38,8 +44,11 @@ def test_parse_duration(text: str, expected: timedelta) -> None:
         ("7y", "invalid duration '7y'"),
         ("", "invalid duration"),
         ("-3d", "cannot be negative"),
-        (14, "got int 14"),
-        (True, "got bool"),
+        (14, "got 14"),
+        (True, "got true"),
+        (None, "got an empty value"),
+        ("36501d", "too long: at most 36500d"),
+        ("99999999999999d", "too long"),  # (an OverflowError of timedelta, before)
         ("d7", "invalid duration"),
     ],
 )
@@ -61,7 +70,7 @@ def test_format_duration(td: timedelta, text: str) -> None:
     assert format_duration(td) == text
 
 
-@given(st.integers(min_value=0, max_value=10**10))
+@given(st.integers(min_value=0, max_value=MAX_DURATION_SECONDS))
 def test_duration_round_trip(seconds: int) -> None:
     td = timedelta(seconds=seconds)
     assert parse_duration(format_duration(td)) == td

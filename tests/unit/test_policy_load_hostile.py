@@ -1,0 +1,248 @@
+"""Policies a fuzzer wrote: each gets exit 2 with every problem at its line and column,
+never a traceback (before: KeyError, ReaderError, RecursionError, OverflowError, an alias
+expansion that ran for minutes) and never a silent misreading (an empty location read as
+the current folder, `version: true`, a tag key `null` read as "None")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from governance.errors import EXIT_BAD_INPUT, PolicyError
+from governance.policy import load_policy
+from tests.unit.test_policy_load import HEAD, problems
+
+
+def test_an_error_in_a_merged_key_is_placed_where_it_is_written(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: ck
+            select: {kind: checkpoint}
+            tiers:
+              - &t {name: recent, keep_last: 3, max_age: 3x}
+              - <<: *t
+                name: older
+            otherwise: delete
+        """,
+    )
+    why = "invalid duration '3x': expected e.g. 90m, 36h, 7d, 2w"
+    assert found == [
+        f"9:50: rules[0].tiers[0].max_age: {why}",
+        f"9:50: rules[0].tiers[1].max_age: {why}",  # (it is written once, in the anchor)
+    ]
+
+
+def test_a_control_character_is_placed(tmp_path: Path) -> None:
+    assert problems(tmp_path, "rules:\n  - name: a\x07b\n") == [
+        "6:12: YAML cannot hold the character U+0007 (a control character): remove it"
+    ]
+
+
+def test_a_policy_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    assert problems(tmp_path, "x: " + "[" * 400 + "]" * 400 + "\n") == [
+        "1:1: the policy is nested too deeply to read"
+    ]
+
+
+def test_aliases_of_aliases_are_refused_before_they_expand(tmp_path: Path) -> None:
+    body = "l0: &l0 [a, a, a, a, a, a, a, a, a, a]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9)
+    )  # 10**9 values from 400 bytes
+    assert problems(tmp_path, body) == [
+        "1:1: the policy holds over 100,000 values once its aliases are expanded (aliases of "
+        "aliases?)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "protect: {min_age: 99999999999999d}\n",
+            "5:20: protect.min_age: duration '99999999999999d' is too long: at most 36500d "
+            "(100 years)",
+        ),
+        (  # validated once, then crashed every plan (as_of - restored_for)
+            "protect: {restored_for: 800000d}\n",
+            "5:25: protect.restored_for: duration '800000d' is too long: at most 36500d "
+            "(100 years)",
+        ),
+        (
+            "rules: [{name: s, select: {kind: log, min_size: .inf}, expire: {after: 1d}}]\n",
+            "5:49: rules[0].select.min_size: a size in bytes must be a whole non-negative "
+            "number: inf",
+        ),
+        (
+            "rules: [{name: s, select: {kind: log, min_size: 99999EiB}}]\n",
+            "5:49: rules[0].select.min_size: size '99999EiB' is too large: at most "
+            "9,223,372,036,854,775,807 bytes (8 EiB)",
+        ),
+    ],
+)
+def test_numbers_past_what_a_plan_can_count_are_refused(
+    tmp_path: Path, body: str, expected: str
+) -> None:
+    assert expected in problems(tmp_path, body)
+
+
+def test_an_empty_location_is_not_the_current_folder(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        "apply: {quarantine_url: ''}\nprotect: {paths: ['']}\n",
+        head="version: 1\nstorage: [{name: a, url: ''}]\n# \n# \n",
+    )
+    why = "an empty location: give a folder's path or a URL"
+    assert found == [
+        f"2:26: storage[0].url: {why}",
+        f"5:25: apply.quarantine_url: {why}",
+        f"6:19: protect.paths[0]: {why}",
+    ]
+
+
+def test_a_url_no_client_can_parse_is_refused(tmp_path: Path) -> None:
+    found = problems(tmp_path, "", head='version: 1\nstorage: [{name: a, url: "http://[::1/x"}]\n')
+    assert found == ["2:26: storage[0].url: storage URL 'http://[::1/x/': Invalid IPv6 URL"]
+
+
+def test_an_empty_value_in_block_style_is_placed_at_its_key(tmp_path: Path) -> None:
+    """ruamel places an empty value at the next token: lines below, or past the end."""
+    found = problems(
+        tmp_path,
+        """\
+        # a comment
+        approval:
+
+        safety:
+          max_delete_fraction:
+        rules:
+          - name: x
+            select: {kind: log}
+            expire:
+              after:
+        """,
+    )
+    assert found == [
+        "6:1: approval: expected a mapping, got an empty value",
+        "9:3: safety.max_delete_fraction: expected a number, got an empty value",
+        "14:7: rules[0].expire.after: expected a duration such as 90m, 36h, 7d or 2w, got an "
+        "empty value",
+    ]
+
+
+def test_one_transition_step_without_a_list_is_placed_and_named_as_written(
+    tmp_path: Path,
+) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: logs
+            select: {kind: log}
+            transition:
+              after: 14d
+              storage_class: GLACIR
+              extra: 1
+        """,
+    )
+    assert [p.split(": ", 2)[:2] for p in found] == [
+        ["10:22", "rules[0].transition.storage_class"],
+        ["11:7", "rules[0].transition.extra"],
+    ]
+
+
+def test_a_number_key_is_placed_at_itself(tmp_path: Path) -> None:
+    found = problems(tmp_path, "pricing: {STANDRD: 0.1, GLACIER: 0.2, 1: 2}\n")
+    assert [p.split(": ", 2)[:2] for p in found] == [
+        ["5:11", "pricing.STANDRD"],
+        ["5:39", "pricing.1"],
+    ]
+
+
+def test_every_bad_price_is_reported(tmp_path: Path) -> None:
+    assert problems(tmp_path, "pricing: {GLACIER: -1, STANDARD_IA: -2}\n") == [
+        "5:20: pricing.GLACIER: must be at least 0.0, got -1",
+        "5:37: pricing.STANDARD_IA: must be at least 0.0, got -2",
+    ]
+    found = problems(tmp_path, "pricing: {STANDRD: 0.1, GLACIER: -1, DEEP_ARCHIVE: .nan}\n")
+    assert found[1:] == [
+        "5:34: pricing.GLACIER: must be at least 0.0, got -1",
+        "5:52: pricing.DEEP_ARCHIVE: must be a finite number, got nan",
+    ]
+    assert problems(tmp_path, "pricing: {standard: 0.1, STANDARD: 0.2}\n") == [
+        "5:26: pricing.STANDARD: 'STANDARD' prices the class 'standard' prices already: give "
+        "each class once"
+    ]
+
+
+def test_an_empty_otherwise_is_reported_with_the_other_problems(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: ck
+            select: {kind: checkpoint}
+            tiers: [{name: t, keep_last: 0}]
+            otherwise:
+        """,
+    )
+    assert [p.split(": ", 2)[1] for p in found] == ["rules[0].tiers", "rules[0].tiers[0].keep_last"]
+    assert "'otherwise: delete|keep' is required" in found[0]
+
+
+def test_messages_say_what_was_given_in_the_policy_s_words(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        "rules:\n  - {name: x, select: {kind: log, run_status: [1], tags: {retain: [x]}},"
+        " expire: {after: 1d}}\n",
+        head="version: 1\nstorage: [null]\n# \n# \n",
+    )
+    assert found == [
+        "2:11: storage[0]: expected a mapping, got an empty value",
+        "6:48: rules[0].select.run_status[0]: expected one of 'running', 'completed', "
+        "'failed', 'abandoned' or 'unknown', got 1",
+        "6:67: rules[0].select.tags.retain: expected text, got a list ['x']",
+    ]
+    assert not [p for p in found if "Input should" in p or "NoneType" in p]
+
+
+def test_a_misspelt_select_key_is_one_problem(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path, "rules: [{name: x, select: {kind: log, tag: {a: b}}, expire: {after: 1d}}]\n"
+    )
+    assert len(found) == 1
+    assert "unknown select key 'tag' (did you mean 'tags'?)" in found[0]
+
+
+@pytest.mark.parametrize(("given", "shown"), [("true", "true"), ("1.0", "1.0")])
+def test_the_version_is_the_whole_number_1(tmp_path: Path, given: str, shown: str) -> None:
+    found = problems(tmp_path, "", head=f"version: {given}\nstorage: [{{name: a, url: /d/}}]\n")
+    assert found == [
+        f"1:10: version: unsupported policy version {shown} (this govern reads version 1)"
+    ]
+
+
+def test_a_key_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    assert problems(tmp_path, "protect: {tags: {null: z, true: y}}\n") == [
+        "5:18: protect.tags: an empty key (null): keys are text (quote it if it is meant)",
+        "5:27: protect.tags: the key true: keys are text (quote it if it is meant)",
+    ]
+
+
+def test_concurrency_is_capped_as_the_setting_is(tmp_path: Path) -> None:
+    found = problems(tmp_path, "apply: {concurrency: 100000}\n")
+    assert found == ["5:22: apply.concurrency: must be at most 512, got 100000"]
+
+
+def test_bytes_that_are_not_utf8_are_placed(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(HEAD.encode() + b"# caf\xe9\n")
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    at = len(HEAD.encode()) + len(b"# caf")
+    assert info.value.problems == [
+        f"{path}:5:6: not UTF-8 text (invalid continuation byte at byte {at})"
+    ]
