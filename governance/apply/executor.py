@@ -59,7 +59,7 @@ from governance.plan.types import (
     removes_objects,
 )
 from governance.policy.models import ApplyConfig
-from governance.settings import env_float, env_int
+from governance.settings import MAX_CONCURRENCY, env_float, env_int
 from governance.storage.base import KeyResult
 from governance.wording import counted
 
@@ -781,8 +781,12 @@ def _frozen_apply_config(plan_id: str, controls: dict[str, Any]) -> ApplyConfig:
     quarantine URL storage cannot open, say) is a damaged plan, not a traceback: the plan
     was made under rules that cannot be carried out; planning again shows the error with
     its position in the policy."""
+    frozen = dict(controls.get("apply") or {})
+    asked = frozen.get("concurrency")
+    if type(asked) is int and asked > MAX_CONCURRENCY:  # a plan made before the cap: capped
+        frozen["concurrency"] = MAX_CONCURRENCY
     try:
-        return ApplyConfig.model_validate(controls.get("apply") or {})
+        return ApplyConfig.model_validate(frozen)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "apply"

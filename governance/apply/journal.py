@@ -259,8 +259,8 @@ def check_lock(engine: Engine, plan_id: str, execution_id: int) -> None:
         raise LockLostError(
             f"plan {plan_id}: apply execution {execution_id} lost its lock ({taker} holds "
             f"it): it was paused, or its clock is off, for over {_stale_words()}, so "
-            "another apply took over; this one stopped and acts no more (see govern show "
-            f"{plan_id})"
+            f"{'a restore' if holder == RESTORING else 'another apply'} took over; this one "
+            f"stopped and acts no more (see govern show {plan_id})"
         )
 
 

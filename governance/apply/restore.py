@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select, update
+from sqlalchemy import and_, bindparam, delete, select, update
 from sqlalchemy.engine import Engine
 
 from governance.apply import journal
@@ -62,6 +62,7 @@ from governance.apply.types import (
     StoreFactory,
     open_destination,
 )
+from governance.approval import approval_state
 from governance.catalog.plans import PlanHeader, load_plan_header, planned_classes
 from governance.catalog.removals import revive
 from governance.errors import ArgumentError, RefusedError
@@ -151,7 +152,9 @@ def _restore(
     pending = [r for r in rows if r["state"] == "pending"]
     rows = [r for r in rows if r["state"] != "pending"]
     if pending and _unfinished(engine, plan_id):
-        status = header.status.value
+        # (the status as approve and apply decide it: an approval past its expiry is
+        # `expired` though the catalog's column still says approved)
+        status = approval_state(engine, plan_id, now).status.value
         if status in CANNOT_APPLY:
             rows = sorted(rows + pending, key=lambda r: int(r["id"]))
             if note is not None:
@@ -187,9 +190,10 @@ def _restore(
                 if r["mode"] == "quarantine" and r["state"] == "removed"
             ],
         )
-        results, copied = _restore_batch(batch, stores, concurrency, planned)
+        results, copied, stayed = _restore_batch(batch, stores, concurrency, planned)
         report.objects += [_restored(r, res) for r, res in zip(batch, results, strict=True)]
-        _commit(engine, plan_id, actor, batch, results, now, _copies_back(batch, results, copied))
+        copies = _copies_back(batch, results, copied)
+        _commit(engine, plan_id, actor, batch, results, now, copies, stayed)
     return report
 
 
@@ -203,12 +207,18 @@ class _WayBack:
     held: ObjectState | None = None
     hidden: str | None = None  # versioned: the version id the delete marker hides
     back: ObjectState | None = None  # the object is back at its key already (see below)
+    stayed: bool = False  # a `pending` row's object never left its key (see `_settle`)
 
 
 def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult:
     """The checks a restore makes before it writes anything (HEADs only): a failed
     result when the object cannot come back, else the way back. A dry run stops here."""
     key = row["key"]
+    if row["state"] == "pending":  # (settled: a plan no apply will finish, see `_restore`)
+        store = stores(row["root_url"])
+        current = store.head([key]).get(key)
+        if current is not None and _put_back(row, current, on_disk=on_local_disk(store)):
+            return _WayBack(store, back=current, stayed=True)  # never removed: it stays
     if row["state"] == "purged":
         return KeyResult(key, False, error=_purged(row))
     if row["mode"] == "permanent":
@@ -471,11 +481,13 @@ def _restore_batch(
     stores: StoreFactory,
     concurrency: int,
     planned: Mapping[tuple[int, str], str] | None = None,
-) -> tuple[list[KeyResult], dict[int, ObjectState]]:
-    """Each row's result, and for each object copied back (by row id), what it is now.
-    `planned`: (action id, key) -> the storage class the plan saw the object in."""
+) -> tuple[list[KeyResult], dict[int, ObjectState], set[int]]:
+    """Each row's result, for each object copied back (by row id) what it is now, and the
+    ids of `pending` rows whose object never left its key (settled: no row is kept for
+    them). `planned`: (action id, key) -> the storage class the plan saw the object in."""
     now: dict[int, ObjectState] = {}
     unverified: dict[int, tuple[Store, ObjectState | None, KeyResult, str]] = {}
+    stayed: set[int] = set()
 
     def one(row: dict[str, Any]) -> KeyResult:
         key = row["key"]
@@ -483,6 +495,9 @@ def _restore_batch(
         if isinstance(way, KeyResult):
             return way
         store, quarantine, held = way.store, way.quarantine, way.held
+        if way.stayed:
+            stayed.add(row["id"])
+            return KeyResult(key, True)
         if way.back is not None:  # put back by a restore that stopped before recording it
             if row["mode"] == "quarantine":  # (a versioned one is revived as it was)
                 now[row["id"]] = way.back
@@ -528,7 +543,7 @@ def _restore_batch(
         if res.ok and r["mode"] == "quarantine"
     ]
     delete_keys(stores, done_copies)  # a copy left behind is purged later: harmless
-    return results, now
+    return results, now, stayed
 
 
 def _copy_back(
@@ -639,10 +654,14 @@ def _commit(
     results: Sequence[KeyResult],
     now: datetime,
     copies: Sequence[CopiedInPlace] = (),
+    stayed: set[int] | frozenset[int] = frozenset(),
 ) -> None:
+    """Record a batch: rows restored, and the rows of objects that never left dropped (a
+    `restored` row would protect them as brought back, and `explain` say so)."""
     from governance import audit
 
     ok_ids = [r["id"] for r, res in zip(rows, results, strict=True) if res.ok]
+    ok_ids, kept_ids = [i for i in ok_ids if i not in stayed], [i for i in ok_ids if i in stayed]
     per_artifact: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r, res in zip(rows, results, strict=True):
         per_artifact[r["artifact_uri"]][0 if res.ok else 1] += 1
@@ -654,13 +673,15 @@ def _commit(
                 .values(state="restored", restored_at=now),
                 [{"b_id": i} for i in ok_ids],
             )
+        if kept_ids:
+            conn.execute(delete(O).where(O.c.id.in_(kept_ids)))
         record_copies_in_place(conn, copies, revive=True)
         revive(  # a versioned delete undone: the old version is back as it was
             conn,
             [
                 (r["root_url"], r["key"], r["size"], r["etag"])
                 for r, res in zip(rows, results, strict=True)
-                if res.ok and r["mode"] != "quarantine"
+                if res.ok and r["mode"] != "quarantine" and r["id"] not in stayed
             ],
         )
         audit.record_many(

@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -224,6 +225,19 @@ class Selector(PolicyModel):
         Annotated[str, AfterValidator(_placeholder_key)],
         Annotated[tuple[TagValue, ...], BeforeValidator(as_tuple)],
     ] = Field(default_factory=dict)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _given(cls, value: Any) -> Any:
+        """`kind:` with nothing after it reads as no condition: the rule then matched
+        every artifact (a `expire` of logs deleting checkpoints). A condition written
+        must say something."""
+        if value is None:
+            raise ValueError(
+                "an empty condition: give a value, or leave the key out (as it is, it would "
+                "match every artifact)"
+            )
+        return value
 
     @model_validator(mode="before")
     @classmethod

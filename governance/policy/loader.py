@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
@@ -46,8 +46,10 @@ from governance.policy.models import (
     StorageRoot,
     Tier,
     keeps_nothing,
+    prices_twice,
 )
 from governance.policy.select import template_placeholders
+from governance.wording import shown
 
 _VALUE_PREFIXES = ("Value error, ", "Assertion failed, ")
 
@@ -84,17 +86,17 @@ def _load(text: str, name: str, sha256: str) -> Policy:
         if tree is None:
             problem = f"{name}:1:1: the policy is empty (expected at least version and storage)"
             raise PolicyError(f"invalid policy {name}: empty", [problem])
-        context = {"placeholders": _declared_placeholders(tree)}
-        plain = _Plain(name)
-        data = plain(tree)
-        found += plain.problems
+        context = {"placeholders": _declared_placeholders(tree), "loader": True}
+        data = _Plain(name)(tree)
+        own = _loader_errors(data)  # (the model leaves these to the loader: see there)
         try:
             policy = Policy.model_validate(data, context=context)
         except ValidationError as exc:
             errors = _without_consequences(_not_under_unknown_keys(exc.errors()))
-            errors += _shape_errors(data, errors) + _cross_block_errors(data)
+            errors += _shape_errors(data, errors) + _cross_block_errors(data) + own
             found += [_describe(name, tree, err) for err in errors]
         else:
+            found += [_describe(name, tree, err) for err in own]
             policy._source_sha256 = sha256
     except RecursionError:
         problem = f"{name}:1:1: the policy is nested too deeply to read"
@@ -111,21 +113,27 @@ Located = tuple[tuple[int, int], str]
 
 
 def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
-    """The YAML tree, and the keys given twice in a mapping (each reported, with the
-    policy's other problems: ruamel stops at the first, hiding every other one)."""
+    """The YAML tree, and the problems of its keys (each reported with the policy's other
+    problems: ruamel stops at a key given twice, hiding every other one, and a key that
+    is not text would be read as text: `null` as "None", `true` and `1` as one key)."""
     try:
+        node = YAML(typ="rt").compose(text)
+        found = _key_problems(node, name) if node is not None else []
+        lenient = YAML(typ="rt")
+        lenient.allow_duplicate_keys = True  # (each is reported above)
         try:
-            return YAML(typ="rt").load(text), []
-        except DuplicateKeyError:
-            twice = _duplicate_keys(YAML(typ="rt").compose(text), name)
-            lenient = YAML(typ="rt")
-            lenient.allow_duplicate_keys = True
-            return lenient.load(text), twice
+            return lenient.load(text), found
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
+            # a scalar YAML reads but cannot make a value of (`2024-02-30`, `!!int abc`,
+            # an integer of 5,000 digits): placed by making each one alone
+            line, col = _unreadable(node, lenient)
+            problem = f"{name}:{line}:{col}: a value YAML cannot read: {_reason(exc)}"
+            raise PolicyError(f"invalid policy {name}: unreadable value", [problem]) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         what = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        problem = f"{name}:{line}:{col}: YAML syntax error: {what}"
+        problem = f"{name}:{line}:{col}: YAML syntax error: {shown(what)}"
         raise PolicyError(f"invalid policy {name}: YAML syntax error", [problem]) from None
     except ReaderError as exc:  # a character YAML cannot hold (a control character)
         at = exc.position if isinstance(exc.position, int) else 0
@@ -141,31 +149,119 @@ def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
         ) from None
 
 
-def _duplicate_keys(node: Any, name: str, path: tuple[str | int, ...] = ()) -> list[Located]:
-    """Every key given a second time in its mapping, at its position (`compose`d nodes)."""
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip("'\"") or type(exc).__name__
+    return shown(text if len(text) <= 200 else text[:200] + "...")
+
+
+def _unreadable(node: Any, yaml: YAML) -> tuple[int, int]:
+    """(line, col), 1-based, of the first scalar of the composed `node` that YAML cannot
+    construct on its own; (1, 1) if none does alone."""
+    stack = [node]
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ScalarNode):
+            try:
+                yaml.constructor.construct_object(current, deep=True)
+            except Exception:
+                return current.start_mark.line + 1, current.start_mark.column + 1
+        elif isinstance(current, MappingNode):
+            stack.extend(v for pair in reversed(current.value) for v in reversed(pair))
+        elif isinstance(current, SequenceNode):
+            stack.extend(reversed(current.value))
+    return 1, 1
+
+
+_TEXT_KEY = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:merge",  # `<<: *defaults`
+}
+"""Key tags a policy can use: text, and numbers (read as their text: a tag key `1`)."""
+
+
+def _key_problems(
+    node: Any, name: str, path: tuple[str | int, ...] = (), seen: set[int] | None = None
+) -> list[Located]:
+    """Every key of the composed tree that is not text (null, true, a date, a list), or
+    that names a key its mapping has already (`kind` twice; `1` and `0x1`): at the key.
+    Each node is looked at once (an alias is the node it names: aliases of aliases would
+    be walked billions of times)."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return []
+    seen.add(id(node))
     out: list[Located] = []
     if isinstance(node, MappingNode):
         first: dict[str, int] = {}
         for key, value in node.value:
-            label = str(key.value) if isinstance(key, ScalarNode) else None
-            if label is not None and label != "<<":
+            label = _key_text(key)
+            line, col = key.start_mark.line + 1, key.start_mark.column + 1
+            where = _format_path(path) or "(top level)"
+            if label is None:
+                what = _key_words(key)
+                out.append(
+                    (
+                        (line, col),
+                        f"{name}:{line}:{col}: {where}: {what}: keys are text (quote it if "
+                        "it is meant)",
+                    )
+                )
+            elif label != "<<":
                 if label in first:
-                    line, col = key.start_mark.line + 1, key.start_mark.column + 1
-                    shown = _format_path([*path, label])
                     out.append(
                         (
                             (line, col),
-                            f"{name}:{line}:{col}: {shown}: duplicate key {label!r} (given first "
-                            f"at line {first[label]}): give each key once",
+                            f"{name}:{line}:{col}: {_format_path([*path, label])}: duplicate "
+                            f"key {label!r} (given first at line {first[label]}): give each "
+                            "key once",
                         )
                     )
                 else:
-                    first[label] = key.start_mark.line + 1
-            out += _duplicate_keys(value, name, (*path, label if label is not None else "?"))
+                    first[label] = line
+            out += _key_problems(value, name, (*path, label if label is not None else "?"), seen)
     elif isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
-            out += _duplicate_keys(item, name, (*path, i))
+            out += _key_problems(item, name, (*path, i), seen)
     return out
+
+
+def _key_text(key: Any) -> str | None:
+    """A key as the policy reads it (a number as its value's text: `0x1` is `1`), or None
+    for one that is not text."""
+    if not isinstance(key, ScalarNode) or key.tag not in _TEXT_KEY:
+        return None
+    text = str(key.value)
+    if key.tag == "tag:yaml.org,2002:int":
+        try:
+            return str(int(text.replace("_", ""), 0))
+        except ValueError:
+            return text
+    if key.tag == "tag:yaml.org,2002:float":
+        try:
+            return str(float(text.replace("_", "")))
+        except ValueError:
+            return text
+    return text
+
+
+def _key_words(key: Any) -> str:
+    """`an empty key (null)`, `the key true`, `a list as a key`, ... for a key not text."""
+    if isinstance(key, SequenceNode):
+        return "a list as a key"
+    if isinstance(key, MappingNode):
+        return "a mapping as a key"
+    kind = str(key.tag).rsplit(":", 1)[-1]
+    if kind == "null":
+        return "an empty key (null)"
+    if kind == "bool":
+        return f"the key {str(key.value).lower()}"
+    return f"the key {shown(str(key.value))!r} ({kind})"
 
 
 def _shape_errors(data: Any, errors: list[Any]) -> list[dict[str, Any]]:
@@ -216,6 +312,18 @@ def _cross_block_errors(data: Any) -> list[dict[str, Any]]:
     return [_policy_error(loc, message) for loc, message in problems]
 
 
+def _loader_errors(data: Any) -> list[dict[str, Any]]:
+    """Checks the models leave to the loader when it validates (`context["loader"]`), as
+    pydantic errors: a storage class priced twice in two cases (raised by the model, it
+    would stop the checks of every price)."""
+    pricing = _get(data, "pricing")
+    if not isinstance(pricing, dict):
+        return []
+    return [
+        _policy_error(("pricing", key), message, "[key]") for key, message in prices_twice(pricing)
+    ]
+
+
 def _tier_name_repeats(rule: Any, at: Loc) -> list[Problem]:
     """Duplicate tier names are compared within one rule only."""
     return duplicate_tier_names(_valid_values(_entries(rule, "tiers", at), Tier, "name"))
@@ -261,19 +369,41 @@ def _policy_error(loc: Loc, message: str, *subloc: str) -> dict[str, Any]:
 
 
 def _not_under_unknown_keys(errors: list[Any]) -> list[Any]:
-    """Drop the errors of an unknown key's value: the key is the news (`tag:` for `tags:`
-    is also a selector placeholder whose value must be text, which says nothing more)."""
-    unknown = {_bare(e["loc"]) for e in errors if e["type"] == "extra_forbidden"}
-    unknown |= {_bare(e["loc"]) for e in errors if "unknown select key" in str(e.get("msg", ""))}
+    """Drop what follows from an unknown key: the errors of its value (`tag:` for `tags:`
+    is also a selector placeholder whose value must be text; `GLACER: "0.1"` under
+    `pricing` is also not a number), and the "missing required key" its "did you mean"
+    names (`nmae:` for `name:`). The unknown key is the news."""
+    unknown = {_bare(e["loc"]) for e in errors if _about_key(e)}
     if not unknown:
         return errors
+    meant = {
+        (*_bare(e["loc"])[:-1], guess)
+        for e in errors
+        if e["type"] == "extra_forbidden"
+        and (guess := _guess(str(_bare(e["loc"])[-1]), _allowed_keys(_bare(e["loc"])[:-1])))
+    }
     return [
         e
         for e in errors
-        if e["type"] == "extra_forbidden"
-        or "unknown select key" in str(e.get("msg", ""))
-        or not any(_bare(e["loc"])[: len(u)] == u for u in unknown)
+        if _about_key(e)
+        or not (
+            any(_bare(e["loc"])[: len(u)] == u for u in unknown)
+            or (e["type"] == "missing" and _bare(e["loc"]) in meant)
+        )
     ]
+
+
+def _about_key(err: Any) -> bool:
+    """An error about a mapping's key: unknown (`extra_forbidden`), or refused by a key
+    validator (pydantic's `[key]` step: an unknown storage class, select key)."""
+    return err["type"] == "extra_forbidden" or "[key]" in tuple(err["loc"])
+
+
+def _guess(word: str, choices: list[str]) -> str | None:
+    """The choice `did_you_mean` would suggest for `word`, if any."""
+    words = did_you_mean(word, choices)
+    found = re.search(r"'([^']*)'", words)
+    return found.group(1) if found else None
 
 
 def _bare(loc: Any) -> tuple[Any, ...]:
@@ -301,57 +431,36 @@ aliases of aliases (`l2: [*l1, *l1, ...]`) expand to billions from a few hundred
 
 
 class _Plain:
-    """ruamel's commented containers and scalar subclasses -> plain Python values, with
-    `problems` for what no policy can hold: a key that is empty or true/false (a tag key
-    `null` read as "None"), more than `MAX_VALUES` values."""
+    """ruamel's commented containers and scalar subclasses -> plain Python values; over
+    `MAX_VALUES` values (aliases expanded) is a PolicyError. Keys come out as text
+    (`_key_problems` has reported every key that is not)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.problems: list[Located] = []
         self._count = 0
 
-    def __call__(self, node: Any, path: tuple[str | int, ...] = ()) -> Any:
+    def __call__(self, node: Any) -> Any:
         self._count += 1
         if self._count > MAX_VALUES:
             problem = (
-                f"{self.name}:1:1: the policy holds over {MAX_VALUES:,} values once its "
-                "aliases are expanded (aliases of aliases?)"
+                f"{self.name}:1:1: the policy holds over {MAX_VALUES:,} values (its aliases "
+                "expanded): too many to read"
             )
             raise PolicyError(f"invalid policy {self.name}: too many values", [problem])
         if isinstance(node, dict):
-            out = {}
-            for k, v in node.items():
-                if k is None or isinstance(k, bool):
-                    self._bad_key(node, k, path)
-                key = k if isinstance(k, str) else str(k)
-                out[key] = self(v, (*path, key))
-            return out
+            return {k if isinstance(k, str) else str(k): self(v) for k, v in node.items()}
         if isinstance(node, list):
-            return [self(v, (*path, i)) for i, v in enumerate(node)]
+            return [self(v) for v in node]
         if isinstance(node, ScalarBoolean):
             return bool(node)
+        if isinstance(node, TaggedScalar):
+            return str(node.value) if node.tag.value == "tag:yaml.org,2002:str" else node
         if isinstance(node, bool) or node is None:
             return node
         for kind in (str, int, float):
             if isinstance(node, kind):
                 return kind(node)
         return node
-
-    def _bad_key(self, node: Any, key: Any, path: tuple[str | int, ...]) -> None:
-        lc = getattr(node, "lc", None)
-        try:
-            line, col = lc.key(key) if lc is not None else (0, 0)
-        except (KeyError, TypeError):
-            line, col = getattr(lc, "line", 0) or 0, getattr(lc, "col", 0) or 0
-        given = "an empty key (null)" if key is None else f"the key {str(key).lower()}"
-        where = _format_path(path) or "(top level)"
-        self.problems.append(
-            (
-                (line + 1, col + 1),
-                f"{self.name}:{line + 1}:{col + 1}: {where}: {given}: keys are text "
-                "(quote it if it is meant)",
-            )
-        )
 
 
 def _declared_placeholders(tree: Any) -> frozenset[str]:
@@ -371,10 +480,11 @@ def _describe(name: str, tree: Any, err: Any) -> tuple[tuple[int, int], str]:
     loc: Loc = tuple(err["loc"]) + tuple((err.get("ctx") or {}).get("subloc", ()))
     if err["type"] == "extra_forbidden":
         loc += ("[key]",)  # point at the unknown key, not at its value
-    (line, col), shown = _locate(tree, loc, block_at_key=err["type"] == "policy")
+    (line, col), where = _locate(tree, loc, block_at_key=err["type"] == "policy")
     message = _message(err, loc[:-1] if loc[-1:] == ("[key]",) else loc)
-    path = _format_path(shown) or "(top level)"
-    return (line, col), f"{name}:{line}:{col}: {path}: {message}"
+    path = _format_path(where) or "(top level)"
+    # (one problem a line: a newline in a name or URL would start what reads as another)
+    return (line, col), f"{name}:{line}:{col}: {shown(path)}: {shown(message)}"
 
 
 def _locate(
@@ -464,18 +574,29 @@ def _message(err: Any, loc: Loc) -> str:
         return f"unsupported policy version {err['input']!r} (this govern reads version 1)"
     if kind == "missing":
         return f"missing required key {key!r}"
-    if kind in ("model_type", "dict_type") and (
-        err.get("input") is None or isinstance(err.get("input"), list | str | int | float)
-    ):
+    if kind in ("model_type", "dict_type") and "input" in err:
         return f"expected a mapping, got {_type_name(err['input'])}"
+    if kind == "string_unicode":
+        return "expected text, got text with an unpaired surrogate (not valid Unicode)"
     if kind == "finite_number" and "input" in err:
         return f"must be a finite number, got {err['input']!r}"
     if kind in _STRICT_TYPES and "input" in err:
         value = err["input"]
-        shown = (
-            "" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+        written = (
+            ""
+            if value is None
+            else repr(value)
+            if isinstance(value, list | dict)
+            else _shown(value)
+            if _is_plain(value)
+            else str(value)
         )
-        return f"expected {_STRICT_TYPES[kind]}, got {_type_name(value)} {shown}".rstrip()
+        quote = (
+            " (quote it if it is meant as text)"
+            if kind == "string_type" and not isinstance(value, list | dict | type(None))
+            else ""
+        )
+        return f"expected {_STRICT_TYPES[kind]}, got {_type_name(value)} {written}".rstrip() + quote
     bound = _BOUNDS.get(kind)
     if bound is not None and "input" in err:
         word, name = bound
@@ -535,10 +656,21 @@ _STRICT_TYPES = {
 
 
 def _shown(value: Any) -> str:
-    """A value as the policy wrote it: `1`, `'x'`, `true`, `a list`, `an empty value`."""
-    if value is None or isinstance(value, list | dict):
+    """A value as the policy wrote it: `1`, `'x'`, `true`, `a list ['x']`, `an empty
+    value`, `a date 2024-06-01`."""
+    if value is None:
         return _type_name(value)
-    return str(value).lower() if isinstance(value, bool) else repr(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | dict):
+        return f"{_type_name(value)} {value!r}"
+    if not _is_plain(value):
+        return f"{_type_name(value)} {value}"
+    return repr(value)
+
+
+def _is_plain(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | list | dict)
 
 
 def _type_name(value: Any) -> str:
@@ -552,7 +684,13 @@ def _type_name(value: Any) -> str:
     }
     if value is None:
         return "an empty value"
-    return names.get(type(value), type(value).__name__)
+    if isinstance(value, date):  # (and datetime): YAML reads `2024-06-01` as a date
+        return "a date"
+    if isinstance(value, bytes):
+        return "binary data"
+    if isinstance(value, set):
+        return "a set"
+    return names.get(type(value), "a value YAML tagged")
 
 
 def _allowed_keys(loc: Loc) -> list[str]:

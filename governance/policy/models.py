@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -370,6 +370,11 @@ class NotifyTarget(PolicyModel):
 # ----------------------------------------------------------------------------- the policy
 
 
+MAX_PRICE = 1_000_000.0
+"""The most a policy may price a GB-month at (USD): the bill is summed in floats and
+printed to the cent, and a price near the float limit made it infinite."""
+
+
 def _whole_number(value: object) -> object:
     """`version: 1` as written: YAML's `true` and `1.0` equal 1 in Python, and pydantic's
     literal takes them."""
@@ -379,23 +384,33 @@ def _whole_number(value: object) -> object:
     return value
 
 
-def _one_price_per_class(value: object) -> object:
+def _one_price_per_class(value: object, info: ValidationInfo) -> object:
     """Storage class names are read in any case: `standard` and `STANDARD` both given
-    would price one class twice, and one of the two was dropped unseen."""
-    if not isinstance(value, dict):
+    would price one class twice, and one of the two was dropped unseen. (The loader
+    reports each such key itself, with the other problems of `pricing`: raised here, it
+    would hide them.)"""
+    if not isinstance(value, dict) or (info.context or {}).get("loader"):
         return value
+    twice = prices_twice(value)
+    if twice:
+        key, message = twice[0]
+        raise fail(message, key, "[key]")
+    return value
+
+
+def prices_twice(pricing: dict[Any, Any]) -> list[tuple[str, str]]:
+    """(key, message) for each class `pricing` names a second time, in another case."""
     seen: dict[str, str] = {}
-    for key in value:
+    out = []
+    for key in pricing:
         if not isinstance(key, str):
             continue
         first = seen.setdefault(key.upper(), key)
         if first != key:
-            raise fail(
-                f"{key!r} prices the class {first!r} prices already: give each class once",
-                key,
-                "[key]",
+            out.append(
+                (key, f"{key!r} prices the class {first!r} prices already: give each class once")
             )
-    return value
+    return out
 
 
 _PRICE_MEMO: dict[int, tuple[object, dict[str | None, float]]] = {}
@@ -415,7 +430,10 @@ class Policy(PolicyModel):
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     safety: Safety = Field(default_factory=Safety)
     pricing: Annotated[
-        dict[StorageClassName, Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]],
+        dict[
+            StorageClassName,
+            Annotated[float, Field(strict=True, ge=0, le=MAX_PRICE, allow_inf_nan=False)],
+        ],
         BeforeValidator(_one_price_per_class),
     ] = Field(default_factory=dict)
     budgets: tuple[Budget, ...] = ()

@@ -34,8 +34,18 @@ def normalize_glob(pattern: str) -> str:
     scheme as object URLs spell it (`s3a://`, `S3://` -> `s3://`: otherwise the glob would
     never match, and a `protect.paths` entry would protect nothing), the rest unchanged.
 
-    A trailing '/' is preserved because it means "a folder" in a glob.
+    A trailing '/' is preserved because it means "a folder" in a glob. A scheme with one
+    slash of its `//` lost (`s3:/b/x/**`) is a ValueError asking whether `s3://` was meant
+    (read as a folder `s3:` under the current one, it matched nothing), and `file:/abs` is
+    `file:///abs`, as on the command line (`storage.long_form`).
     """
+    from governance.errors import ArgumentError
+    from governance.storage import long_form
+
+    try:
+        pattern = long_form(pattern, "URL")
+    except ArgumentError as exc:
+        raise ValueError(str(exc)) from None
     if has_scheme(pattern):
         from governance.storage import canonical_scheme
 

@@ -151,7 +151,9 @@ def parse_size(value: str | int) -> int:
 
 def _at_most_max(size: int, given: object) -> int:
     if size > MAX_SIZE:
-        raise ValueError(f"size {given!r} is too large: at most {MAX_SIZE:,} bytes (8 EiB)")
+        raise ValueError(
+            f"size {given!r} is too large: at most {MAX_SIZE:,} bytes (just under 8 EiB)"
+        )
     return size
 
 

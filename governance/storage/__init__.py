@@ -128,7 +128,7 @@ def normalize_url(url: str) -> str:
     if "\x00" in url:
         raise ArgumentError(f"storage URL {url!r}: contains a NUL character")
     typed = url
-    url = _long_form(url, "storage URL")
+    url = long_form(url, "storage URL")
     if "://" not in url:
         return _file_url(url)
     scheme, rest = url.split("://", 1)
@@ -175,7 +175,7 @@ _ONE_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/")
 """`s3:/bucket`: a scheme with one slash of its `//` lost, not a local folder `s3:`."""
 
 
-def _long_form(url: str, what: str) -> str:
+def long_form(url: str, what: str) -> str:
     """`url` with `://`: `file:/abs/path` (a file URL without the empty host, RFC 8089)
     as `file:///abs/path`; a path as it is. A known scheme with one slash of its `//`
     lost (`s3:/bucket`) is an ArgumentError asking whether `s3://bucket` was meant: read
@@ -218,7 +218,7 @@ def typed_url(text: str) -> str:
     """
     if not text.strip():
         raise ArgumentError("URL '': empty")
-    url = _long_form(text, "URL")
+    url = long_form(text, "URL")
     if "://" in url:
         scheme, rest = url.split("://", 1)
         scheme = canonical_scheme(scheme)

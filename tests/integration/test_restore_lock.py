@@ -100,3 +100,53 @@ def test_a_refused_restore_gives_the_lock_back(tmp_path: Path) -> None:
     assert "nothing removed under" in missing.stderr
     assert _locks(setup) == []
     setup.restore(plan_id)  # not refused by a lock left behind
+
+
+def test_a_restore_whose_lock_was_taken_over_stops_before_its_next_batch(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Paused past the lock's staleness, a restore may find an apply (or another restore)
+    holding the plan: it asks before each batch, and stops with what it did recorded."""
+    import pytest
+
+    from governance.apply import StoreOpener, apply_plan, restore, restore_plan
+    from tests.integration.test_apply_resume import build as residue_build
+    from tests.integration.test_apply_resume import count
+
+    setup, storage, plan_id = residue_build(tmp_path)
+    engine = setup.engine()
+    apply_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=StoreOpener())
+    monkeypatch.setattr(restore, "CHUNK", 30)
+    opener = StoreOpener()
+    heads = 0
+
+    class TakenOverMidway:
+        """The quarantine's store: after the first batch's checks, another process takes
+        the plan's lock (as one would after this restore's heartbeat went stale)."""
+
+        def __init__(self, real: Any) -> None:
+            self._real = real
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
+
+        def head(self, keys: Any) -> Any:
+            nonlocal heads
+            heads += 1
+            if heads == 31:
+                with engine.begin() as conn:
+                    conn.execute(text("UPDATE apply_locks SET holder = 'elsewhere:1'"))
+            return self._real.head(keys)
+
+    def stores(url: str) -> Any:
+        store = opener(url)
+        return TakenOverMidway(store) if ".govern-quarantine" in url else store
+
+    with pytest.raises(journal.LockLostError, match="this restore lost its lock"):
+        restore_plan(engine, plan_id, actor="ops", now=datetime.now(UTC), stores=stores)
+    engine.dispose()
+    # taken over during the second batch's checks: that batch, past its question, is
+    # finished and recorded; the third is never started
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'restored'") == 60
+    assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'removed'") == 30
+    assert len([p for p in storage.rglob("*") if p.is_file()]) == 60

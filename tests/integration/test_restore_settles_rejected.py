@@ -12,13 +12,13 @@ one written anew at its key is never overwritten (failed, its copy kept).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from governance.apply import StoreOpener, apply_plan
+from governance.apply import StoreOpener, apply_plan, restore_plan
 from governance.storage import normalize_url
 from tests.integration.test_apply_resume import DiesAfterDelete, build, count
 from tests.integration.test_apply_support import Setup, govern
@@ -31,7 +31,9 @@ class DiesBeforeDelete(DiesAfterDelete):
         raise KeyboardInterrupt
 
 
-def _killed_apply(setup: Setup, storage: Path, plan_id: str, store: type[DiesAfterDelete]) -> None:
+def _killed_apply(
+    setup: Setup, storage: Path, plan_id: str, store: type[DiesAfterDelete], *, yes: bool = False
+) -> None:
     opener = StoreOpener()
     root = storage.as_uri() + "/"
     dying = store(opener(root))
@@ -39,7 +41,7 @@ def _killed_apply(setup: Setup, storage: Path, plan_id: str, store: type[DiesAft
     try:
         with pytest.raises(KeyboardInterrupt):
             apply_plan(
-                engine, plan_id, actor="ops", now=datetime.now(UTC),
+                engine, plan_id, actor="ops", now=datetime.now(UTC), yes=yes,
                 stores=lambda url: dying if normalize_url(url) == root else opener(url),
             )  # fmt: skip
     finally:
@@ -103,3 +105,47 @@ def test_objects_never_deleted_stay_and_one_written_anew_is_not_overwritten(
     }
     assert len(_files(quarantine)) == 1  # the rewritten object's copy, kept
     assert count(setup, "SELECT count(*) FROM removed_objects WHERE state = 'pending'") == 1
+    # the 89 that never left keep no row: a `restored` one would protect them as brought
+    # back (protect.restored_for) and have explain say so
+    assert count(setup, "SELECT count(*) FROM removed_objects") == 1
+
+
+def test_an_expired_approval_is_settled_without_a_detour_through_apply(tmp_path: Path) -> None:
+    """The catalog's status column says `approved` until an apply finds the approval
+    expired: restore read it, told the user to run apply, which refused the plan as
+    expired; only a second restore settled the objects. It now goes by the plan's status
+    as apply decides it."""
+    setup, storage, plan_id = build(tmp_path)
+    before = _files(storage)
+    _killed_apply(setup, storage, plan_id, DiesAfterDelete)
+    later = datetime.now(UTC) + timedelta(days=400)  # past `approval.expires_after`
+    said: list[str] = []
+    engine = setup.engine()
+    try:
+        report = restore_plan(
+            engine, plan_id, actor="ops", now=later, stores=StoreOpener(), note=said.append
+        )
+    finally:
+        engine.dispose()
+    assert (report.restored, report.failed) == (90, 0)
+    assert any(f"plan {plan_id} is expired: no apply will finish" in n for n in said)
+    assert _files(storage) == before
+
+
+def test_a_permanent_delete_that_never_happened_leaves_the_objects_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """delete_mode permanent, killed before its deletes: every object is still in place.
+    Restore failed each as "deleted permanently: there is no way back" (exit 1), its rows
+    pending for good. They stay, and their rows go."""
+    setup, storage, plan_id = build(tmp_path, "apply: {delete_mode: permanent}\n")
+    before = _files(storage)
+    _killed_apply(setup, storage, plan_id, DiesBeforeDelete, yes=True)
+    assert _files(storage) == before
+    _reject(setup, plan_id)
+
+    report = json.loads(setup.restore(plan_id).stdout)
+
+    assert report["failed"] == 0
+    assert _files(storage) == before
+    assert count(setup, "SELECT count(*) FROM removed_objects") == 0

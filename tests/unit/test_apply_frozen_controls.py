@@ -59,3 +59,15 @@ def test_a_root_is_covered_by_a_root_above_it_or_in_its_bucket() -> None:
     assert not opener.covers("s3://other-bucket/runs/")
     assert opener.covers("file:///data/team/x/")
     assert not opener.covers("file:///data/other/")
+
+
+def test_a_concurrency_frozen_before_the_cap_is_capped_not_refused() -> None:
+    """A plan approved when `apply.concurrency` had no upper bound (600) stayed
+    applicable: the cap of 512 that policies now get must not turn it (or the resumption
+    of its interrupted apply) into a damaged plan."""
+    from governance.apply.executor import _frozen_apply_config
+    from governance.settings import MAX_CONCURRENCY
+
+    config = _frozen_apply_config("p-1", {"apply": {"concurrency": 600}})
+    assert config.concurrency == MAX_CONCURRENCY
+    assert _frozen_apply_config("p-1", {"apply": {"concurrency": 8}}).concurrency == 8

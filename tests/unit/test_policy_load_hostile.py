@@ -52,8 +52,7 @@ def test_aliases_of_aliases_are_refused_before_they_expand(tmp_path: Path) -> No
         f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9)
     )  # 10**9 values from 400 bytes
     assert problems(tmp_path, body) == [
-        "1:1: the policy holds over 100,000 values once its aliases are expanded (aliases of "
-        "aliases?)"
+        "1:1: the policy holds over 100,000 values (its aliases expanded): too many to read"
     ]
 
 
@@ -78,7 +77,7 @@ def test_aliases_of_aliases_are_refused_before_they_expand(tmp_path: Path) -> No
         (
             "rules: [{name: s, select: {kind: log, min_size: 99999EiB}}]\n",
             "5:49: rules[0].select.min_size: size '99999EiB' is too large: at most "
-            "9,223,372,036,854,775,807 bytes (8 EiB)",
+            "9,223,372,036,854,775,807 bytes (just under 8 EiB)",
         ),
     ],
 )
@@ -246,3 +245,117 @@ def test_bytes_that_are_not_utf8_are_placed(tmp_path: Path) -> None:
     assert info.value.problems == [
         f"{path}:5:6: not UTF-8 text (invalid continuation byte at byte {at})"
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("2024-02-30", "day is out of range for month"),
+        ("!!int abc", "invalid literal for int()"),
+        ("!!bool maybe", "maybe"),
+        ("1" * 5000, "Exceeds the limit"),
+    ],
+)
+def test_a_scalar_yaml_cannot_read_is_placed(tmp_path: Path, value: str, why: str) -> None:
+    [found] = problems(tmp_path, f"description: {value}\n")
+    assert found.startswith("5:14: a value YAML cannot read: ")
+    assert why in found
+
+
+def test_a_misspelt_key_is_one_problem_not_also_a_missing_one(tmp_path: Path) -> None:
+    found = problems(tmp_path, "", head="version: 1\nstorage: [{nmae: a, url: /tmp/a/}]\n")
+    assert found == ["2:12: storage[0].nmae: unknown key 'nmae' (did you mean 'name'?)"]
+    [price] = problems(tmp_path, "pricing: {GLACER: '0.1'}\n")
+    assert "unknown storage class 'GLACER'" in price
+
+
+def test_a_class_priced_twice_hides_no_other_price_problem(tmp_path: Path) -> None:
+    found = problems(tmp_path, "pricing: {STANDARD: -1, standard: 0.02, GLACIER: .nan}\n")
+    assert [p.split(": ", 2)[1] for p in found] == [
+        "pricing.STANDARD",
+        "pricing.standard",
+        "pricing.GLACIER",
+    ]
+    assert "prices the class 'STANDARD' prices already" in found[1]
+    [huge] = problems(tmp_path, "pricing: {STANDARD: 1e306}\n")  # (the bill became infinite)
+    assert huge == "5:21: pricing.STANDARD: must be at most 1000000.0, got 1e+306"
+
+
+def test_standard_tags_are_read_and_other_values_named_as_yaml_reads_them(
+    tmp_path: Path,
+) -> None:
+    loaded = load_policy(
+        _write(tmp_path, "version: 1\nstorage: [{name: !!str r, url: !!str /tmp/a/}]\n")
+    )
+    assert loaded.storage[0].name == "r"
+    found = problems(
+        tmp_path, "rules: [{name: 2024-06-01, select: {kind: log}, expire: {after: 1d}}]\n"
+    )
+    assert found == [
+        "5:16: rules[0].name: expected text, got a date 2024-06-01 (quote it if it is meant as "
+        "text)"
+    ]
+
+
+def test_keys_that_are_not_text_or_that_fold_into_one_are_refused(tmp_path: Path) -> None:
+    found = problems(tmp_path, "protect: {tags: {[legal, hold]: x, 1: y, 0x1: z, true: w}}\n")
+    assert found == [
+        "5:18: protect.tags: a list as a key: keys are text (quote it if it is meant)",
+        "5:42: protect.tags.1: duplicate key '1' (given first at line 5): give each key once",
+        "5:50: protect.tags: the key true: keys are text (quote it if it is meant)",
+    ]
+
+
+def test_a_url_that_lost_a_slash_is_refused_in_a_policy_too(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        "protect: {paths: ['s3:/bucket/releases/**']}\n",
+        head='version: 1\nstorage: [{name: a, url: "s3:/bucket/"}, {name: c, url: "file:/tmp/x/"}]\n',
+    )
+    assert found == [
+        "2:26: storage[0].url: URL 's3:/bucket/': did you mean 's3://bucket/'?",
+        "3:19: protect.paths[0]: URL 's3:/bucket/releases/**': did you mean "
+        "'s3://bucket/releases/**'?",
+    ]
+    loaded = load_policy(
+        _write(tmp_path, "version: 1\nstorage: [{name: c, url: 'file:/tmp/x/'}]\n")
+    )
+    assert loaded.storage[0].url == "file:///tmp/x/"
+
+
+def test_an_empty_condition_is_refused_not_read_as_match_everything(tmp_path: Path) -> None:
+    """`select: {kind: , path: }` validated, and its expire deleted every artifact of the
+    root (only a safety limit stopped the plan)."""
+    found = problems(
+        tmp_path, "rules: [{name: old-logs, select: {kind: , path: }, expire: {after: 1d}}]\n"
+    )
+    assert [p.split(": ", 2)[1] for p in found] == ["rules[0].select.kind", "rules[0].select.path"]
+    assert all("an empty condition" in p for p in found)
+
+
+def test_a_newline_in_a_value_cannot_start_a_problem_line_of_its_own(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        "",
+        head='version: 1\nstorage: [{name: a, url: "/tmp/x\\nfake.yaml:1:1: y/"}, '
+        '{name: b, url: "/tmp/x\\nfake.yaml:1:1: y/"}]\n',
+    )
+    assert found
+    assert all("\n" not in p for p in found)
+    assert any("/tmp/x\\x0afake.yaml:1:1: y/" in p for p in found)
+
+
+def test_an_alias_bomb_with_a_key_given_twice_is_refused_at_once(tmp_path: Path) -> None:
+    """Reporting the key given twice walked the composed tree through every alias."""
+    body = "version: 1\nl0: &l0 [a, a, a, a, a, a, a, a, a, a]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10)
+    )
+    assert problems(tmp_path, body) == [
+        "1:1: the policy holds over 100,000 values (its aliases expanded): too many to read"
+    ]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "whole.yaml"
+    path.write_text(text)
+    return path
