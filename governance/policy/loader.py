@@ -483,8 +483,14 @@ def _describe(name: str, tree: Any, err: Any) -> tuple[tuple[int, int], str]:
     (line, col), where = _locate(tree, loc, block_at_key=err["type"] == "policy")
     message = _message(err, loc[:-1] if loc[-1:] == ("[key]",) else loc)
     path = _format_path(where) or "(top level)"
+    if len(message) > MESSAGE_MAX:  # (a 100 kB value is not worth repeating whole)
+        message = message[: MESSAGE_MAX - 10] + " ... (cut)"
     # (one problem a line: a newline in a name or URL would start what reads as another)
     return (line, col), f"{name}:{line}:{col}: {shown(path)}: {shown(message)}"
+
+
+MESSAGE_MAX = 1000
+"""The longest message a problem line gives (a value it quotes is cut to fit)."""
 
 
 def _locate(

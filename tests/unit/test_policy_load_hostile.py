@@ -359,3 +359,10 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "whole.yaml"
     path.write_text(text)
     return path
+
+
+def test_a_huge_value_is_not_repeated_whole(tmp_path: Path) -> None:
+    [found] = problems(tmp_path, f"protect: {{min_age: '{'7' * 100_000}x'}}\n")
+    assert found.startswith("5:20: protect.min_age: invalid duration '777")
+    assert found.endswith(" ... (cut)")
+    assert len(found) < 1100
