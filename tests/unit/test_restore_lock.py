@@ -2,58 +2,33 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
 from governance.apply import journal
-from governance.catalog.engine import open_engine
 from governance.errors import RefusedError
-
-NOW = datetime(2026, 12, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Any:
-    engine = open_engine(f"sqlite:///{tmp_path / 'c.db'}")
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO plans (plan_id, fingerprint, status, as_of, created_at, created_by,"
-                " scans, summary, notes) VALUES ('p1', 'f', 'applied', :t, :t, 'alice',"
-                " '{}', '{}', '[]')"
-            ),
-            {"t": NOW.replace(tzinfo=None)},
-        )
-    yield engine
-    engine.dispose()
+from tests.unit.test_apply_journal import NOW, engine, start  # noqa: F401
 
 
-def start(engine: Any, now: datetime = NOW) -> int:
-    return journal.start_execution(
-        engine, "p1", actor="ops", now=now, delete_mode="quarantine", only_non_destructive=False
-    )
-
-
-def lock_rows(engine: Any) -> list[tuple[int, str]]:
-    with engine.connect() as conn:
+def lock_rows(db: Any) -> list[tuple[int, str]]:
+    with db.connect() as conn:
         return [
             tuple(r) for r in conn.execute(text("SELECT execution_id, holder FROM apply_locks"))
         ]
 
 
-def as_dead_holder(engine: Any) -> None:
+def as_dead_holder(db: Any) -> None:
     """Make the lock's holder a process of this host that is not running."""
     host = journal.holder_id().rpartition(":")[0]
-    with engine.begin() as conn:
+    with db.begin() as conn:
         conn.execute(text("UPDATE apply_locks SET holder = :h"), {"h": f"{host}:999999999"})
 
 
 def test_a_restore_waits_for_a_running_apply_and_an_apply_for_a_running_restore(
-    engine: Any,
+    engine: Any,  # noqa: F811
 ) -> None:
     execution = start(engine)
     with pytest.raises(RefusedError, match=f"is being applied by execution {execution} since"):
@@ -71,7 +46,7 @@ def test_a_restore_waits_for_a_running_apply_and_an_apply_for_a_running_restore(
     assert start(engine, NOW + timedelta(minutes=2)) > execution
 
 
-def test_a_restore_takes_over_a_dead_apply_and_marks_it_interrupted(engine: Any) -> None:
+def test_a_restore_takes_over_a_dead_apply_and_marks_it_interrupted(engine: Any) -> None:  # noqa: F811
     execution = start(engine)
     as_dead_holder(engine)
     holder = journal.take_restore_lock(engine, "p1", NOW + timedelta(seconds=1))
@@ -82,7 +57,7 @@ def test_a_restore_takes_over_a_dead_apply_and_marks_it_interrupted(engine: Any)
         journal.check_lock(engine, "p1", execution)  # the paused apply acts no more
 
 
-def test_a_silent_restore_loses_the_lock_and_then_stops(engine: Any) -> None:
+def test_a_silent_restore_loses_the_lock_and_then_stops(engine: Any) -> None:  # noqa: F811
     holder = journal.take_restore_lock(engine, "p1", NOW)
     journal.check_restore_lock(engine, "p1", holder)  # held: no error
     assert journal.heartbeat(engine, "p1", journal.RESTORING, NOW + timedelta(minutes=5), holder)
@@ -97,7 +72,7 @@ def test_a_silent_restore_loses_the_lock_and_then_stops(engine: Any) -> None:
     assert [e for e, _ in lock_rows(engine)] == [execution]
 
 
-def test_one_restore_does_not_release_another_ones_lock(engine: Any) -> None:
+def test_one_restore_does_not_release_another_ones_lock(engine: Any) -> None:  # noqa: F811
     journal.take_restore_lock(engine, "p1", NOW)
     as_dead_holder(engine)
     second = journal.take_restore_lock(engine, "p1", NOW + timedelta(seconds=1))
