@@ -26,7 +26,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from governance.model.types import Kind, RunStatus
-from governance.policy.select import check_template, normalize_glob, normalize_root_url
+from governance.policy.select import (
+    check_glob,
+    check_template,
+    normalize_glob,
+    normalize_root_url,
+)
 from governance.policy.units import format_duration, parse_duration, parse_size
 
 
@@ -37,6 +42,9 @@ def fail(message: str, *subloc: str | int) -> PydanticCustomError:
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     """' (did you mean 'x'?)' for the closest choice, or ''."""
+    by_lower = {c.lower(): c for c in sorted(choices, reverse=True)}
+    if word.lower() in by_lower and word not in choices:  # `VERSION` for `version`
+        return f" (did you mean {by_lower[word.lower()]!r}?)"
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -123,6 +131,7 @@ def url_glob(pattern: str) -> str:
         raise fail(f"URL glob {pattern!r}: unknown scheme {scheme!r}")
     if scheme == "file" and not rest.startswith("/"):
         raise fail(f"URL glob {pattern!r}: file URLs need an absolute path (file:///abs/dir/**)")
+    check_glob(normalized)
     return normalized
 
 
@@ -213,17 +222,19 @@ class Selector(PolicyModel):
     """
 
     kind: Annotated[tuple[Kind, ...], BeforeValidator(as_tuple)] | None = None
-    run: str | None = None
+    run: Annotated[str, AfterValidator(check_glob)] | None = None
     path: UrlGlob | None = None
     run_status: Annotated[tuple[RunStatus, ...], BeforeValidator(as_tuple)] | None = None
-    tags: dict[str, TagValue] | None = None
+    tags: dict[str, Annotated[TagValue, AfterValidator(check_glob)]] | None = None
     min_size: Size | None = None
     max_size: Size | None = None
     older_than: Duration | None = None
     storage_class: Annotated[tuple[StorageClassName, ...], BeforeValidator(as_tuple)] | None = None
     attributes: dict[
         Annotated[str, AfterValidator(_placeholder_key)],
-        Annotated[tuple[TagValue, ...], BeforeValidator(as_tuple)],
+        Annotated[
+            tuple[Annotated[TagValue, AfterValidator(check_glob)], ...], BeforeValidator(as_tuple)
+        ],
     ] = Field(default_factory=dict)
 
     @field_validator("*", mode="before")
@@ -232,7 +243,7 @@ class Selector(PolicyModel):
         """`kind:` with nothing after it reads as no condition: the rule then matched
         every artifact (a `expire` of logs deleting checkpoints). A condition written
         must say something."""
-        if value is None:
+        if value is None or (isinstance(value, dict | list) and not value):
             raise ValueError(
                 "an empty condition: give a value, or leave the key out (as it is, it would "
                 "match every artifact)"

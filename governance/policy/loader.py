@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Sequence
+from contextlib import suppress
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -117,13 +119,17 @@ def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
     problems: ruamel stops at a key given twice, hiding every other one, and a key that
     is not text would be read as text: `null` as "None", `true` and `1` as one key)."""
     try:
-        node = YAML(typ="rt").compose(text)
+        with warnings.catch_warnings():  # (a reused anchor is legal YAML: no warning)
+            warnings.simplefilter("ignore")
+            node = YAML(typ="rt").compose(text)
         found = _key_problems(node, name) if node is not None else []
         lenient = YAML(typ="rt")
         lenient.allow_duplicate_keys = True  # (each is reported above)
         try:
-            return lenient.load(text), found
-        except (ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return lenient.load(text), found
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError, AssertionError) as exc:
             # a scalar YAML reads but cannot make a value of (`2024-02-30`, `!!int abc`,
             # an integer of 5,000 digits): placed by making each one alone
             line, col = _unreadable(node, lenient)
@@ -150,8 +156,13 @@ def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip("'\"") or type(exc).__name__
-    return shown(text if len(text) <= 200 else text[:200] + "...")
+    """Why YAML could not make a value, in its words where they say something."""
+    text = str(exc)
+    if "int_max_str_digits" in text or "Exceeds the limit" in text:
+        return "an integer of over 4,300 digits"
+    if isinstance(exc, ValueError | OverflowError) and text:
+        return shown(text if len(text) <= 200 else text[:200] + "...")
+    return "not a value of the type its tag names"
 
 
 def _unreadable(node: Any, yaml: YAML) -> tuple[int, int]:
@@ -238,11 +249,17 @@ def _key_text(key: Any) -> str | None:
         return None
     text = str(key.value)
     if key.tag == "tag:yaml.org,2002:int":
-        try:
-            return str(int(text.replace("_", ""), 0))
-        except ValueError:
-            return text
+        digits = text.replace("_", "")
+        for base in (0, 10):  # (`017` is seventeen in YAML 1.2; `0x11` too)
+            try:
+                return str(int(digits, base))
+            except ValueError:
+                continue
+        return text
     if key.tag == "tag:yaml.org,2002:float":
+        special = text.lower().lstrip("+")
+        if special in (".inf", "-.inf", ".nan"):
+            return special
         try:
             return str(float(text.replace("_", "")))
         except ValueError:
@@ -382,13 +399,16 @@ def _not_under_unknown_keys(errors: list[Any]) -> list[Any]:
         if e["type"] == "extra_forbidden"
         and (guess := _guess(str(_bare(e["loc"])[-1]), _allowed_keys(_bare(e["loc"])[:-1])))
     }
+
+    def under_unknown(loc: tuple[Any, ...]) -> bool:
+        return any(loc[:i] in unknown for i in range(1, len(loc) + 1))
+
     return [
         e
         for e in errors
         if _about_key(e)
         or not (
-            any(_bare(e["loc"])[: len(u)] == u for u in unknown)
-            or (e["type"] == "missing" and _bare(e["loc"]) in meant)
+            under_unknown(_bare(e["loc"])) or (e["type"] == "missing" and _bare(e["loc"]) in meant)
         )
     ]
 
@@ -447,8 +467,12 @@ class _Plain:
                 "expanded): too many to read"
             )
             raise PolicyError(f"invalid policy {self.name}: too many values", [problem])
-        if isinstance(node, dict):
-            return {k if isinstance(k, str) else str(k): self(v) for k, v in node.items()}
+        if isinstance(node, dict):  # (a key that is not text is left out: reported already)
+            return {
+                k if isinstance(k, str) else str(k): self(v)
+                for k, v in node.items()
+                if isinstance(k, str) or (isinstance(k, int | float) and not isinstance(k, bool))
+            }
         if isinstance(node, list):
             return [self(v) for v in node]
         if isinstance(node, ScalarBoolean):
@@ -483,6 +507,8 @@ def _describe(name: str, tree: Any, err: Any) -> tuple[tuple[int, int], str]:
     (line, col), where = _locate(tree, loc, block_at_key=err["type"] == "policy")
     message = _message(err, loc[:-1] if loc[-1:] == ("[key]",) else loc)
     path = _format_path(where) or "(top level)"
+    if len(path) > MESSAGE_MAX // 4:
+        path = path[: MESSAGE_MAX // 4 - 10] + " ... (cut)"
     if len(message) > MESSAGE_MAX:  # (a 100 kB value is not worth repeating whole)
         message = message[: MESSAGE_MAX - 10] + " ... (cut)"
     # (one problem a line: a newline in a name or URL would start what reads as another)
@@ -525,7 +551,8 @@ def _locate(
             shown.append(seg)
             node = child
         elif isinstance(node, CommentedSeq) and isinstance(seg, int) and 0 <= seg < len(node):
-            pos = node.lc.item(seg)
+            with suppress(TypeError, KeyError):  # (a list under a custom tag has none)
+                pos = node.lc.item(seg) or pos
             shown.append(seg)
             node = node[seg]
         elif isinstance(node, CommentedMap) and seg == "attributes":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from functools import lru_cache
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*://")
@@ -51,6 +52,8 @@ def normalize_glob(pattern: str) -> str:
 
         scheme, rest = pattern.split("://", 1)
         scheme = canonical_scheme(scheme)
+        if scheme == "file" and rest in ("", "localhost"):
+            raise ValueError(f"URL {pattern!r}: a file URL needs a path (file:///abs/path)")
         if scheme == "file" and rest.startswith("localhost/"):
             rest = rest.removeprefix("localhost")  # file://localhost/x is file:///x
         return f"{scheme}://{rest}"
@@ -99,7 +102,20 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out), re.DOTALL)
+    with warnings.catch_warnings():  # (`[[:alpha:]]`: Python warns of a future meaning)
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            return re.compile("".join(out), re.DOTALL)
+        except re.error as exc:
+            raise ValueError(f"glob {pattern!r} is not a pattern: {exc}") from None
+
+
+def check_glob(pattern: str) -> str:
+    """`pattern` if it compiles as a glob (`[z-a]` does not: a bad character range), else
+    a ValueError naming it: checked when the policy is loaded, not when a plan meets it."""
+    if is_glob(pattern):
+        glob_to_regex(pattern)
+    return pattern
 
 
 def glob_match(pattern: str, value: str) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 _DURATION_UNITS: dict[str, int] = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
@@ -55,6 +55,11 @@ def parse_duration(value: str | timedelta) -> timedelta:
         return value
     if isinstance(value, bool) or not isinstance(value, str):
         raise ValueError(f"expected a duration such as 90m, 36h, 7d or 2w, got {_given(value)}")
+    if re.search(r"\d\s*M", value):  # (months? minutes are `m`)
+        raise ValueError(
+            f"invalid duration {value!r}: M is not a unit (months have no fixed length): "
+            "write minutes as m, or months as days (180d)"
+        )
     text = value.strip().lower()
     if text.startswith("-"):
         raise ValueError(f"a duration cannot be negative: {value!r}")
@@ -85,9 +90,16 @@ def _given(value: object) -> str:
         return "an empty value"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, list | tuple | dict):
-        return "a list" if isinstance(value, list | tuple) else "a mapping"
-    return repr(value)
+    if isinstance(value, list | tuple | dict | set):
+        return "a list" if isinstance(value, list | tuple) else "a mapping or set"
+    if isinstance(value, date):
+        return f"a date {value}"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, bytes):
+        return "binary data"
+    tag = getattr(getattr(value, "tag", None), "value", None)
+    return f"a value tagged {tag}" if tag else "a value of another type"
 
 
 def format_duration(td: timedelta) -> str:

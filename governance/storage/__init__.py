@@ -171,8 +171,9 @@ def normalize_url(url: str) -> str:
     return f"{scheme}://{rest.rstrip('/')}/"
 
 
-_ONE_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/")
-"""`s3:/bucket`: a scheme with one slash of its `//` lost, not a local folder `s3:`."""
+_ONE_SLASH = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/?")
+"""`s3:/bucket`, `s3:bucket`: a scheme with its `//` (or one slash of it) lost, not a
+local folder `s3:`."""
 
 
 def long_form(url: str, what: str) -> str:
@@ -204,6 +205,8 @@ def _file_path(typed: str, rest: str, what: str) -> str:
             f"{what} {typed!r}: file URLs need an absolute path (file:///abs/path): "
             f"{host!r} would be a host"
         )
+    if not slash:  # `file://`: no path at all (it named the folder govern runs in)
+        raise ArgumentError(f"{what} {typed!r}: a file URL needs a path (file:///abs/path)")
     return slash + path
 
 
