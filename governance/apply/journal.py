@@ -17,7 +17,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -89,24 +89,44 @@ def start_execution(
         "objects_purged": 0,
     }
     lock = {"plan_id": plan_id, "holder": holder, "acquired_at": now, "heartbeat_at": now}
+
+    def claim(conn: Connection) -> dict[str, Any]:
+        return lock | {"execution_id": _insert_execution(conn, row)}
+
+    taken = _acquire(engine, plan_id, now, claim, lambda held: held_by(plan_id, held))
+    return int(taken["execution_id"])
+
+
+def _acquire(
+    engine: Engine,
+    plan_id: str,
+    now: datetime,
+    claim: Callable[[Connection], dict[str, Any]],
+    refusal: Callable[[RowMapping], str],
+) -> dict[str, Any]:
+    """Take the plan's lock for an apply or a restore; returns the lock row written.
+
+    `claim(conn)` writes what goes with the lock in its transaction (an apply's execution
+    row) and gives the lock row's values. A live holder is a RefusedError worded by
+    `refusal`; a dead or silent one's lock is taken over (`_take_over`)."""
     try:
         with engine.begin() as conn:
-            execution_id = _insert_execution(conn, row)
-            conn.execute(insert(L).values(lock | {"execution_id": execution_id}))
-        return execution_id
+            lock = claim(conn)
+            conn.execute(insert(L).values(lock))
+        return lock
     except IntegrityError:
         pass
     with engine.begin() as conn:
         held = conn.execute(select(L).where(L.c.plan_id == plan_id)).mappings().first()
         if held is None:  # released meanwhile: try once more, in this transaction
-            execution_id = _insert_execution(conn, row)
-            conn.execute(insert(L).values(lock | {"execution_id": execution_id}))
-            return execution_id
+            lock = claim(conn)
+            conn.execute(insert(L).values(lock))
+            return lock
         if not _lock_is_stale(held, now):
-            raise RefusedError(held_by(plan_id, held))
-        execution_id = _insert_execution(conn, row)
-        _take_over(conn, plan_id, held, lock | {"execution_id": execution_id})
-    return execution_id
+            raise RefusedError(refusal(held))
+        lock = claim(conn)
+        _take_over(conn, plan_id, held, lock)
+    return lock
 
 
 RESTORING = 0
@@ -164,20 +184,13 @@ def take_restore_lock(engine: Engine, plan_id: str, now: datetime) -> str:
         "acquired_at": now,
         "heartbeat_at": now,
     }
-    try:
-        with engine.begin() as conn:
-            conn.execute(insert(L).values(lock))
-        return holder
-    except IntegrityError:
-        pass
-    with engine.begin() as conn:
-        held = conn.execute(select(L).where(L.c.plan_id == plan_id)).mappings().first()
-        if held is None:  # released meanwhile
-            conn.execute(insert(L).values(lock))
-        elif not _lock_is_stale(held, now):
-            raise RefusedError(f"{held_by(plan_id, held)}: restore it once that finishes")
-        else:
-            _take_over(conn, plan_id, held, lock)
+    _acquire(
+        engine,
+        plan_id,
+        now,
+        lambda _conn: lock,
+        lambda held: f"{held_by(plan_id, held)}: restore it once that finishes",
+    )
     return holder
 
 
