@@ -239,7 +239,7 @@ class Selector(PolicyModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _given(cls, value: Any) -> Any:
+    def _condition_given(cls, value: Any) -> Any:
         """`kind:` with nothing after it reads as no condition: the rule then matched
         every artifact (a `expire` of logs deleting checkpoints). A condition written
         must say something."""

@@ -68,8 +68,7 @@ def load_policy(path: str | Path) -> Policy:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        line, col = _line_col(raw.decode("latin-1"), exc.start)  # (one char a byte)
         problem = f"{source}:{line}:{col}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         raise PolicyError(f"invalid policy {source}: not UTF-8 text", [problem]) from None
     policy = _load(text, str(source), hashlib.sha256(raw).hexdigest())
@@ -142,9 +141,7 @@ def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
         problem = f"{name}:{line}:{col}: YAML syntax error: {shown(what)}"
         raise PolicyError(f"invalid policy {name}: YAML syntax error", [problem]) from None
     except ReaderError as exc:  # a character YAML cannot hold (a control character)
-        at = exc.position if isinstance(exc.position, int) else 0
-        line = text.count("\n", 0, at) + 1
-        col = at - (text.rfind("\n", 0, at) + 1) + 1
+        line, col = _line_col(text, exc.position if isinstance(exc.position, int) else 0)
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
         problem = (
             f"{name}:{line}:{col}: YAML cannot hold the character U+{ord(char):04X} "
@@ -153,6 +150,11 @@ def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
         raise PolicyError(
             f"invalid policy {name}: a character YAML cannot hold", [problem]
         ) from None
+
+
+def _line_col(text: str, at: int) -> tuple[int, int]:
+    """The 1-based line and column of offset `at` in `text`."""
+    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
 
 
 def _reason(exc: BaseException) -> str:
@@ -615,15 +617,7 @@ def _message(err: Any, loc: Loc) -> str:
         return f"must be a finite number, got {err['input']!r}"
     if kind in _STRICT_TYPES and "input" in err:
         value = err["input"]
-        written = (
-            ""
-            if value is None
-            else repr(value)
-            if isinstance(value, list | dict)
-            else _shown(value)
-            if _is_plain(value)
-            else str(value)
-        )
+        written = _written(value)
         quote = (
             " (quote it if it is meant as text)"
             if kind == "string_type" and not isinstance(value, list | dict | type(None))
@@ -689,21 +683,25 @@ _STRICT_TYPES = {
 
 
 def _shown(value: Any) -> str:
-    """A value as the policy wrote it: `1`, `'x'`, `true`, `a list ['x']`, `an empty
-    value`, `a date 2024-06-01`."""
+    """A value as the policy wrote it, with what it is where the value alone does not say:
+    `1`, `'x'`, `true`, `a list ['x']`, `an empty value`, `a date 2024-06-01`."""
     if value is None:
         return _type_name(value)
+    if isinstance(value, bool | str | int | float):
+        return _written(value)
+    return f"{_type_name(value)} {_written(value)}"
+
+
+def _written(value: Any) -> str:
+    """The value alone as the policy wrote it ('' for none): `1`, `'x'`, `true`,
+    `['x']`, `2024-06-01`."""
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, list | dict):
-        return f"{_type_name(value)} {value!r}"
-    if not _is_plain(value):
-        return f"{_type_name(value)} {value}"
-    return repr(value)
-
-
-def _is_plain(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool | list | dict)
+    if isinstance(value, str | int | float | list | dict):
+        return repr(value)
+    return str(value)
 
 
 def _type_name(value: Any) -> str:
