@@ -207,7 +207,7 @@ class _WayBack:
     held: ObjectState | None = None
     hidden: str | None = None  # versioned: the version id the delete marker hides
     back: ObjectState | None = None  # the object is back at its key already (see below)
-    stayed: bool = False  # a `pending` row's object never left its key (see `_settle`)
+    stayed: bool = False  # a `pending` row's object never left its key (see `_restore`)
 
 
 def _way_back(row: dict[str, Any], stores: StoreFactory) -> _WayBack | KeyResult:

@@ -11,7 +11,7 @@ import pytest
 
 from governance.errors import EXIT_BAD_INPUT, PolicyError
 from governance.policy import load_policy
-from tests.unit.test_policy_load import HEAD, problems
+from tests.unit.test_policy_load import HEAD, problems, write
 
 
 def test_an_error_in_a_merged_key_is_placed_where_it_is_written(tmp_path: Path) -> None:
@@ -285,7 +285,7 @@ def test_standard_tags_are_read_and_other_values_named_as_yaml_reads_them(
     tmp_path: Path,
 ) -> None:
     loaded = load_policy(
-        _write(tmp_path, "version: 1\nstorage: [{name: !!str r, url: !!str /tmp/a/}]\n")
+        write(tmp_path, "", head="version: 1\nstorage: [{name: !!str r, url: !!str /tmp/a/}]\n")
     )
     assert loaded.storage[0].name == "r"
     found = problems(
@@ -318,7 +318,7 @@ def test_a_url_that_lost_a_slash_is_refused_in_a_policy_too(tmp_path: Path) -> N
         "'s3://bucket/releases/**'?",
     ]
     loaded = load_policy(
-        _write(tmp_path, "version: 1\nstorage: [{name: c, url: 'file:/tmp/x/'}]\n")
+        write(tmp_path, "", head="version: 1\nstorage: [{name: c, url: 'file:/tmp/x/'}]\n")
     )
     assert loaded.storage[0].url == "file:///tmp/x/"
 
@@ -353,12 +353,6 @@ def test_an_alias_bomb_with_a_key_given_twice_is_refused_at_once(tmp_path: Path)
     assert problems(tmp_path, body) == [
         "1:1: the policy holds over 100,000 values (its aliases expanded): too many to read"
     ]
-
-
-def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "whole.yaml"
-    path.write_text(text)
-    return path
 
 
 def test_a_huge_value_is_not_repeated_whole(tmp_path: Path) -> None:
