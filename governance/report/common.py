@@ -6,7 +6,9 @@ what state a checkpoint ends in) is decided once, here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import heapq
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -286,8 +288,38 @@ def by_run(plan: Plan) -> list[RunTotals]:
     for k in plan.kept:
         get(k.artifact).kept += 1
     return sorted(
-        runs.values(), key=lambda t: (-t.bytes_deleted, t.root_url, t.run is None, t.run or "")
+        runs.values(),
+        key=lambda t: (-t.bytes_deleted, t.root_url, t.run is None, natural_key(t.run or "")),
     )
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[str | int, ...]:
+    """`text` with its runs of digits compared as numbers: `checkpoint-2000` before
+    `checkpoint-10000`, `run-9` before `run-10`. (Split on digit runs, the parts
+    alternate text and number, so two keys compare part for part without a type clash.)"""
+    parts: list[str | int] = _DIGITS.split(text)
+    parts[1::2] = map(int, parts[1::2])
+    return tuple(parts)
+
+
+def _reading_key(a: PlannedAction) -> tuple[str, tuple[str | int, ...], int]:
+    return (a.artifact.root_url, natural_key(a.artifact.uri), _ACTION_RANK[a.action])
+
+
+_ACTION_RANK = {t: i for i, t in enumerate(ActionType)}  # strip before archive, as the plan
+
+
+def reading_order(actions: Sequence[PlannedAction], limit: int) -> list[PlannedAction]:
+    """The first `limit` of `actions` in the order a person reads a list of them: by
+    root, then by artifact with numbers in its name compared as numbers. The plan's own
+    order (URI text, which the fingerprint and action ids follow) put `checkpoint-10000`
+    before `checkpoint-2000`, and a run's checkpoints read out of step order."""
+    if len(actions) <= limit:
+        return sorted(actions, key=_reading_key)
+    return heapq.nsmallest(limit, actions, key=_reading_key)
 
 
 def add_bytes(totals: Any, a: PlannedAction) -> None:
@@ -427,10 +459,11 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
     return rows
 
 
-def _runs_first(item: tuple[tuple[str, str], Any]) -> tuple[str, bool, str]:
-    """By root, then its runs by name, then what no run holds (run "")."""
+def _runs_first(item: tuple[tuple[str, str], Any]) -> tuple[str, bool, tuple[str | int, ...]]:
+    """By root, then its runs by name (`run-9` before `run-10`), then what no run holds
+    (run "")."""
     (root, run), _ = item
-    return (root, not run, run)
+    return (root, not run, natural_key(run))
 
 
 _STEPPED_RESIDUE = "residue with a step"

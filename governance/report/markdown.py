@@ -19,6 +19,7 @@ from governance.report.common import (
     deletes,
     iso,
     kept_words,
+    reading_order,
     saving_words,
     timeline,
     usd,
@@ -255,7 +256,7 @@ def _actions(plan: Plan) -> list[str]:
             action_dollars(a),
             a.reason,
         ]
-        for a in plan.actions[:ACTION_LIMIT]
+        for a in reading_order(plan.actions, ACTION_LIMIT)
     ]
     header = ["#", "rule", "tier", "action", "to", "artifact", "objects", "bytes", "$", "reason"]
     out = ["## Actions", "", *_table(header, rows, {0, 6, 7, 8})]

@@ -28,6 +28,7 @@ from governance.report.common import (
     charge,
     deletes,
     iso,
+    reading_order,
     roots_of,
     saving_words,
     timeline,
@@ -270,7 +271,7 @@ def _action_table(plan: Plan, paths: _Paths, width: int) -> Table:
     table.add_column("artifact", overflow="fold")
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("reason", overflow="fold")
-    for a in plan.actions[:ACTION_LIMIT]:
+    for a in reading_order(plan.actions, ACTION_LIMIT):
         table.add_row(
             str(a.id),
             shown_text(a.rule),
@@ -289,7 +290,7 @@ def _narrow_action_table(plan: Plan, paths: _Paths) -> Table:
     table.add_column("action", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("artifact, then its rule and reason", overflow="fold")
-    for a in plan.actions[:ACTION_LIMIT]:
+    for a in reading_order(plan.actions, ACTION_LIMIT):
         cell = shown_text(paths(a.artifact.uri))
         # most reasons name their rule already ("rule logs expires after 365d")
         named = a.rule in a.reason

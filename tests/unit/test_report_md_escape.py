@@ -20,6 +20,7 @@ from markdown_it.token import Token
 from governance.history import DecisionEntry, PlanHistory
 from governance.plan.types import ArtifactRef, LeftSummary, Plan, RuleSummary
 from governance.report import render
+from governance.report.common import natural_key
 from tests.unit.plan_samples import AS_OF, ROOT, sample_plan
 
 VIEWER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -178,7 +179,7 @@ def test_rule_tier_and_reason_cells_show_as_typed() -> None:
 def test_run_names_show_as_typed_in_the_by_run_table_and_the_timeline() -> None:
     plan = _with_names(NAMES)
     tokens = VIEWER.parse(render(plan, "md"))
-    ordered = sorted(NAMES)  # equal totals: by name
+    ordered = sorted(NAMES, key=natural_key)  # equal totals: by name, numbers as numbers
     runs = table_rows(section(tokens, "By run"))
     assert [plain(row[0]) for row in runs] == [shown(n) for n in ordered]
     assert {plain(row[1]) for row in runs} == {ROOT}
