@@ -559,7 +559,9 @@ def _copy_back(
     in quarantine is removed once the batch is verified), so on one local filesystem it
     may be a hard link rather than a copy of the bytes (`Store.copy`'s `moving`). On S3 it
     is encrypted as the object was when apply removed it (`encryption`, recorded then):
-    the copy's own may be the quarantine bucket's default KMS key."""
+    the copy's own may be the quarantine bucket's default KMS key. It never writes over
+    an object: one written at the key since restore looked (a run saving a new checkpoint
+    under the old name) stays, and this object stays in quarantine (`if_absent`)."""
     return quarantine.copy(
         quarantine_key,
         store,
@@ -568,6 +570,7 @@ def _copy_back(
         size=size,
         moving=True,
         encryption=encryption_of(encryption),
+        if_absent=True,
     )
 
 

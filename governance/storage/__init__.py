@@ -54,8 +54,11 @@ class WritableStore(Protocol):
         stream: IO[bytes],
         storage_class: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        *,
+        if_absent: bool = False,
     ) -> None:
-        """Write `stream` to `key`, creating parents, replacing an existing object."""
+        """Write `stream` to `key`, creating parents, replacing an existing object unless
+        `if_absent` (then `KeyOccupiedError` when one is there, nothing written)."""
         ...
 
 

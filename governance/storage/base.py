@@ -168,6 +168,7 @@ class Store(Protocol):
         *,
         moving: bool = False,
         encryption: Encryption | None = None,
+        if_absent: bool = False,
     ) -> KeyResult:
         """Server-side copy when both sides allow it, keeping metadata, tags and (S3) the
         object's encryption (`encryption`: the one to give the copy instead, as recorded
@@ -176,7 +177,11 @@ class Store(Protocol):
         changed since the check); a filesystem does not need it.
         `moving`: the caller removes the source right after (a quarantine, a restore), so
         the copy need not be a file of its own (a local store may hard-link it); any
-        other copy (an archive) must be."""
+        other copy (an archive) must be.
+        `if_absent`: write only where no object is at `dest_key`, else fail without
+        writing (restore: an object written at the key since it was checked stays). Atomic
+        on local disk (a hard link, which never replaces a file) and in one S3 CopyObject
+        (`If-None-Match: *`); elsewhere a look at the key right before the write."""
         ...
 
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:

@@ -65,6 +65,14 @@ class KeyNotFoundError(StorageError, FileNotFoundError):
     """One key is missing (not the whole root): catchable as FileNotFoundError too."""
 
 
+class KeyOccupiedError(FileExistsError):
+    """A write that must not replace an object (`if_absent`: restore's copy back) found one
+    at its key: nothing was written. The store's `copy` turns it into a failed result."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"{uri} holds an object written since it was checked: left as it is")
+
+
 class BadBucketNameError(NoSuchRootError):
     """An S3 root's bucket name breaks S3's naming rules and the endpoint has no such
     bucket (or refuses the name): bad input (exit 2), said as what is wrong with the name

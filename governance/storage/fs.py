@@ -43,7 +43,7 @@ from governance.storage.base import (
     etags_for,
     row_from_info,
 )
-from governance.storage.errors import KeyNotFoundError, translate
+from governance.storage.errors import KeyNotFoundError, KeyOccupiedError, translate
 from governance.storage.local_walk import (
     TreeWalk,
     WalkProcess,
@@ -452,6 +452,7 @@ class FsspecStore:
         *,
         moving: bool = False,
         encryption: Encryption | None = None,  # (S3's: a filesystem keeps only the bytes)
+        if_absent: bool = False,
     ) -> KeyResult:
         """Same-filesystem copy via the filesystem; otherwise stream the bytes across
         (`size` is not needed here).
@@ -463,18 +464,26 @@ class FsspecStore:
         with a quarantine copy it has checked), so on one local filesystem the copy may
         be a second name for the source's bytes (a hard link: no bytes read or written)
         unless the source has another name already. On local disk the result carries
-        the copy's ETag (its mtime token) and time, as an S3 copy's does."""
+        the copy's ETag (its mtime token) and time, as an S3 copy's does. `if_absent`:
+        see `Store.copy` (on local disk the copy is linked into place, never renamed over
+        a file; on other filesystems the key is looked at right before)."""
         if storage_class and not (self.supports_storage_classes and dest.supports_storage_classes):
             return KeyResult(key, False, error=f"storage classes are not supported by {dest.url}")
         written: os.stat_result | None = None
         try:
             if isinstance(dest, FsspecStore) and self._same_filesystem(dest):
-                written = self._copy_within(key, dest, dest_key, storage_class, moving)
+                written = self._copy_within(
+                    key, dest, dest_key, storage_class, moving, if_absent=if_absent
+                )
             elif isinstance(dest, WritableStore):
                 with self._open(key) as stream:
-                    dest.put_stream(dest_key, stream, storage_class=storage_class)
+                    dest.put_stream(
+                        dest_key, stream, storage_class=storage_class, if_absent=if_absent
+                    )
             else:
                 return KeyResult(key, False, error=f"cannot write to {dest.url}")
+        except KeyOccupiedError as exc:
+            return KeyResult(key, False, error=str(exc))
         except Exception as exc:
             if self._blames(dest, exc):  # (the destination's folder cannot be made, ...)
                 return KeyResult(key, False, error=str(translate(dest.url, exc)))
@@ -514,10 +523,14 @@ class FsspecStore:
         dest_key: str,
         storage_class: str | None,
         moving: bool = False,
+        *,
+        if_absent: bool = False,
     ) -> os.stat_result | None:
         """The copy on one filesystem; on local disk, what was written (its stat)."""
         source, target = self._path(key), dest._path(dest_key)
         if not self._local:
+            if if_absent and self._fs.exists(target):
+                raise KeyOccupiedError(dest.uri(dest_key))
             extra = {"StorageClass": storage_class} if storage_class else {}
             self._fs.copy(source, target, **extra)
             return None
@@ -536,7 +549,7 @@ class FsspecStore:
             if not (moving and _link_alone(source, temporary)):
                 _copy_file(source, temporary)
             written = os.stat(temporary)
-            os.replace(temporary, target)
+            _into_place(temporary, target, dest.uri(dest_key) if if_absent else None)
         finally:
             if os.path.exists(temporary):
                 os.unlink(temporary)
@@ -554,8 +567,11 @@ class FsspecStore:
         stream: IO[bytes],
         storage_class: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        *,
+        if_absent: bool = False,
     ) -> None:
-        """Write a stream to `key` (local: via a temporary file renamed into place)."""
+        """Write a stream to `key` (local: via a temporary file moved into place).
+        `if_absent`: see `WritableStore.put_stream` (atomic on local disk only)."""
         path = self._path(key)
         if self._local:
             self._refuse_links(key, path)
@@ -564,11 +580,13 @@ class FsspecStore:
             try:
                 with open(temporary, "wb") as handle:
                     shutil.copyfileobj(stream, handle, _COPY_CHUNK)
-                os.replace(temporary, path)
+                _into_place(temporary, path, self.uri(key) if if_absent else None)
             finally:
                 if os.path.exists(temporary):
                     os.unlink(temporary)
             return
+        if if_absent and self._fs.exists(path):
+            raise KeyOccupiedError(self.uri(key))
         options: dict[str, Any] = {}
         if self._protocol == "s3":
             extra: dict[str, Any] = {}
@@ -614,6 +632,31 @@ def _open_filesystem(
             f"storage URL {url!r}: the {protocol}:// filesystem cannot be opened from "
             f"this URL ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+_NO_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS})
+"""What `link` answers on a filesystem that cannot hard-link this file (FAT, some network
+filesystems): there a no-overwrite write falls back to a look and a rename."""
+
+
+def _into_place(temporary: str, target: str, if_absent: str | None) -> None:
+    """Move a written temporary file to `target`: renamed over whatever is there, or, when
+    `if_absent` (the target's URI, for the error), linked, which never replaces a file
+    (the temporary name is removed by the caller): an object written at the key since the
+    caller looked stays, and `KeyOccupiedError` says so."""
+    if if_absent is None:
+        os.replace(temporary, target)
+        return
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise KeyOccupiedError(if_absent) from None
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(target):
+            raise KeyOccupiedError(if_absent) from None
+        os.replace(temporary, target)
 
 
 def _link_alone(source: str, target: str) -> bool:

@@ -48,7 +48,12 @@ from governance.storage.base import (
     Store,
     etags_for,
 )
-from governance.storage.errors import KeyNotFoundError, client_error_code, translate
+from governance.storage.errors import (
+    KeyNotFoundError,
+    KeyOccupiedError,
+    client_error_code,
+    translate,
+)
 from governance.storage.s3_listing import (
     AS_INFO,
     AS_ROWS,
@@ -606,6 +611,7 @@ class S3Store:
         *,
         moving: bool = False,  # (an object store's copy is a new object either way)
         encryption: Encryption | None = None,
+        if_absent: bool = False,
     ) -> KeyResult:
         """Copy one object, keeping its metadata (user metadata and Content-Type,
         Content-Encoding, Cache-Control, Content-Disposition, Content-Language, Expires),
@@ -624,6 +630,9 @@ class S3Store:
         this process, with the same metadata, tags (S3 destinations) and class (a KMS key
         means nothing at another endpoint: the destination's default encrypts it); a
         filesystem keeps only the bytes.
+        `if_absent` (see `Store.copy`): one CopyObject sends `If-None-Match: *`, which S3
+        answers PreconditionFailed when the key holds an object; the managed copy and an
+        upload cannot send it, and look at the key (one HEAD) right before instead.
         """
         source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": self.prefix + key}
         try:
@@ -641,12 +650,14 @@ class S3Store:
                 if storage_class is None and state.storage_class != "STANDARD":
                     storage_class = state.storage_class  # (STANDARD, the default: not named)
                 return self._copy_server_side(
-                    source, key, dest, dest_key, storage_class, state, encryption
+                    source, key, dest, dest_key, storage_class, state, encryption, if_absent
                 )
             if isinstance(dest, WritableStore):
-                self._copy_streamed(key, dest, dest_key, storage_class)
+                self._copy_streamed(key, dest, dest_key, storage_class, if_absent)
             else:
                 return KeyResult(key, False, error=f"cannot write to {dest.url}")
+        except KeyOccupiedError as exc:
+            return KeyResult(key, False, error=str(exc))
         except Exception as exc:
             coded = client_error_code(exc)
             if coded is not None and coded[0] in _MISSING_KEY_CODES:
@@ -663,6 +674,7 @@ class S3Store:
         storage_class: str | None,
         seen: ObjectState,
         encryption: Encryption | None = None,
+        if_absent: bool = False,
     ) -> KeyResult:
         """CopyObject or the managed copy, on one endpoint, of the object as `seen` (see
         `copy`). MetadataDirective COPY keeps the user and system metadata,
@@ -678,12 +690,22 @@ class S3Store:
         else:
             extra.update(_encryption_args(seen.encryption, exactly=dest.bucket == self.bucket))
         if seen.size <= self.copy_object_max_bytes:
-            answer = dest._client.copy_object(
-                CopySource=source,
-                Bucket=dest.bucket,
-                Key=dest.prefix + dest_key,
-                **extra,
-            )
+            if if_absent:
+                extra["IfNoneMatch"] = "*"
+            try:
+                answer = dest._client.copy_object(
+                    CopySource=source,
+                    Bucket=dest.bucket,
+                    Key=dest.prefix + dest_key,
+                    **extra,
+                )
+            except Exception as exc:
+                # PreconditionFailed answers both conditions: the source's ETag, the key
+                # taken. Only an object at the key now says which.
+                coded = client_error_code(exc)
+                if if_absent and coded and coded[0] == _CHANGED_CODE and dest._holds(dest_key):
+                    raise KeyOccupiedError(dest.uri(dest_key)) from exc
+                raise
             made = answer.get("CopyObjectResult") or {}
             when = made.get("LastModified")
             return KeyResult(
@@ -698,6 +720,8 @@ class S3Store:
         # onto its own key (a transition of an object over 5 GiB) it read the copy's, found
         # none and put none back. The tags are read first and put back here instead.
         tags = self._client.get_object_tagging(**source).get("TagSet") or []
+        if if_absent and dest._holds(dest_key):
+            raise KeyOccupiedError(dest.uri(dest_key))
         del extra["TaggingDirective"]
         extra.pop("BucketKeyEnabled", None)  # (not among the managed copy's arguments)
         dest._client.copy(
@@ -730,7 +754,12 @@ class S3Store:
         )
 
     def _copy_streamed(
-        self, key: str, dest: WritableStore, dest_key: str, storage_class: str | None
+        self,
+        key: str,
+        dest: WritableStore,
+        dest_key: str,
+        storage_class: str | None,
+        if_absent: bool = False,
     ) -> None:
         """GetObject, and upload its body to `dest` with what its headers say (and, to
         S3, the tags: one GetObjectTagging when the object has any)."""
@@ -738,7 +767,13 @@ class S3Store:
         with response["Body"] as body:
             wanted = storage_class or response.get("StorageClass")
             if not isinstance(dest, S3Store):
-                dest.put_stream(dest_key, cast(IO[bytes], body), wanted, response.get("Metadata"))
+                dest.put_stream(
+                    dest_key,
+                    cast(IO[bytes], body),
+                    wanted,
+                    response.get("Metadata"),
+                    if_absent=if_absent,
+                )
                 return
             headers = cast(Mapping[str, Any], response)
             extra: dict[str, Any] = {
@@ -749,6 +784,8 @@ class S3Store:
             tags = self._tags_to_copy(key, response.get("TagCount"))
             if tags:
                 extra["Tagging"] = urlencode(tags, quote_via=quote)
+            if if_absent and dest._holds(dest_key):
+                raise KeyOccupiedError(dest.uri(dest_key))
             dest._upload(dest_key, cast(IO[bytes], body), extra)
 
     def _tags_to_copy(self, key: str, count: int | None) -> dict[str, str]:
@@ -772,14 +809,23 @@ class S3Store:
         stream: IO[bytes],
         storage_class: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        *,
+        if_absent: bool = False,
     ) -> None:
-        """Upload a stream to `key` (the cross-backend end of `copy`)."""
+        """Upload a stream to `key` (the cross-backend end of `copy`). `if_absent`: a HEAD
+        right before (the managed upload cannot send `If-None-Match`)."""
+        if if_absent and self._holds(key):
+            raise KeyOccupiedError(self.uri(key))
         extra: dict[str, Any] = {}
         if storage_class:
             extra["StorageClass"] = storage_class
         if metadata:
             extra["Metadata"] = dict(metadata)
         self._upload(key, stream, extra)
+
+    def _holds(self, key: str) -> bool:
+        """Whether an object is at `key` now (one HEAD)."""
+        return self._head_one(key) is not None
 
     def _upload(self, key: str, stream: IO[bytes], extra: Mapping[str, Any]) -> None:
         """upload_fileobj with `extra` as its ExtraArgs (multipart above the threshold)."""
