@@ -113,27 +113,34 @@ Located = tuple[tuple[int, int], str]
 """((line, col), 'file:line:col: path: message'): one problem, sortable by position."""
 
 
+_UNMAKEABLE = (ValueError, KeyError, IndexError, TypeError, OverflowError, AssertionError)
+"""What ruamel's constructor raises for a scalar it cannot make a value of."""
+
+
 def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
     """The YAML tree, and the problems of its keys (each reported with the policy's other
     problems: ruamel stops at a key given twice, hiding every other one, and a key that
-    is not text would be read as text: `null` as "None", `true` and `1` as one key)."""
+    is not text would be read as text: `null` as "None", `true` and `1` as one key).
+    The text is parsed once: the values are made from the node tree the keys were
+    checked on."""
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = True  # (each is reported by `_key_problems`)
     try:
         with warnings.catch_warnings():  # (a reused anchor is legal YAML: no warning)
             warnings.simplefilter("ignore")
-            node = YAML(typ="rt").compose(text)
-        found = _key_problems(node, name) if node is not None else []
-        lenient = YAML(typ="rt")
-        lenient.allow_duplicate_keys = True  # (each is reported above)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return lenient.load(text), found
-        except (ValueError, KeyError, IndexError, TypeError, OverflowError, AssertionError) as exc:
-            # a scalar YAML reads but cannot make a value of (`2024-02-30`, `!!int abc`,
-            # an integer of 5,000 digits): placed by making each one alone
-            line, col = _unreadable(node, lenient)
-            problem = f"{name}:{line}:{col}: a value YAML cannot read: {_reason(exc)}"
-            raise PolicyError(f"invalid policy {name}: unreadable value", [problem]) from None
+            node = yaml.compose(text)
+            if node is None:  # (empty, or comments alone)
+                return None, []
+            found = _key_problems(node, name)
+            try:
+                return yaml.constructor.construct_document(node), found
+            except _UNMAKEABLE as exc:
+                # a scalar YAML reads but cannot make a value of (`2024-02-30`, `!!int
+                # abc`, an integer of 5,000 digits): placed by making each one alone,
+                # with a constructor of its own (this one holds the failed document's state)
+                line, col = _unreadable(node, YAML(typ="rt"))
+                problem = f"{name}:{line}:{col}: a value YAML cannot read: {_reason(exc)}"
+                raise PolicyError(f"invalid policy {name}: unreadable value", [problem]) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
