@@ -562,6 +562,10 @@ def _locate(
         elif isinstance(node, CommentedSeq) and isinstance(seg, int) and 0 <= seg < len(node):
             with suppress(TypeError, KeyError):  # (a list under a custom tag has none)
                 pos = node.lc.item(seg) or pos
+                if node[seg] is None and not node.fa.flow_style():
+                    # an empty item (`-` alone) has no place of its own (ruamel gives the
+                    # column after its dash): its dash's, where every dash of the list is
+                    pos = (pos[0], node.lc.col)
             shown.append(seg)
             node = node[seg]
         elif isinstance(node, CommentedMap) and seg == "attributes":

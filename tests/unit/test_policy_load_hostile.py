@@ -131,6 +131,28 @@ def test_an_empty_value_in_block_style_is_placed_at_its_key(tmp_path: Path) -> N
     ]
 
 
+def test_an_empty_list_item_is_placed_at_its_dash(tmp_path: Path) -> None:
+    """ruamel places `-` alone one column past its dash (past the line's end); an item
+    given (`- null`, `[null]`) is placed at itself."""
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: x
+            select: {kind: log}
+            expire: {after: 1d}
+          -
+          - null
+        """,
+        head='version: 1\nstorage: [{name: a, url: "file:///tmp/x/"}, null]\n',
+    )
+    assert found == [
+        "2:45: storage[1]: expected a mapping, got an empty value",
+        "7:3: rules[1]: expected a mapping, got an empty value",
+        "8:3: rules[2]: expected a mapping, got an empty value",
+    ]
+
+
 def test_one_transition_step_without_a_list_is_placed_and_named_as_written(
     tmp_path: Path,
 ) -> None:
