@@ -17,14 +17,8 @@ from governance.plan.types import ActionType, ArtifactRef, Plan, PlannedAction
 from governance.report import render
 from governance.report.common import by_run, natural_key, reading_order, timeline
 from tests.unit.plan_factories import ROOT, checkpoint, group, make_plan, policy
+from tests.unit.test_report_runs import KEEP_NEWEST  # keep the newest, delete the rest
 
-KEEP_NEWEST = """
-rules:
-  - name: checkpoints
-    select: {kind: checkpoint}
-    tiers: [{name: recent, keep_last: 1}]
-    otherwise: delete
-"""
 STEPS = (500, 2000, 10000, 30000)  # in URI text order: 10000, 2000, 30000, 500
 
 
