@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from governance.plan.tiers import mixed_ranks
 from governance.plan.types import (
@@ -289,24 +289,37 @@ def by_run(plan: Plan) -> list[RunTotals]:
         get(k.artifact).kept += 1
     return sorted(
         runs.values(),
-        key=lambda t: (-t.bytes_deleted, t.root_url, t.run is None, natural_key(t.run or "")),
+        key=lambda t: (
+            -t.bytes_deleted,
+            t.root_url,
+            t.run is None,
+            natural_key(t.run or ""),
+            t.run or "",
+        ),
     )
 
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")
+
+NaturalKey = tuple[str | tuple[int, str], ...]
 
 
-def natural_key(text: str) -> tuple[str | int, ...]:
+def natural_key(text: str) -> NaturalKey:
     """`text` with its runs of digits compared as numbers: `checkpoint-2000` before
-    `checkpoint-10000`, `run-9` before `run-10`. (Split on digit runs, the parts
-    alternate text and number, so two keys compare part for part without a type clash.)"""
-    parts: list[str | int] = _DIGITS.split(text)
-    parts[1::2] = map(int, parts[1::2])
+    `checkpoint-10000`, `run-9` before `run-10`. Split on digit runs, the parts alternate
+    text and number, so two keys compare part for part without a type clash; a number is
+    (its length, its digits) without leading zeros, so one of any length compares (an
+    `int` refuses over 4,300 digits). `run-9` and `run-09` tie: callers break ties."""
+    parts: list[str | tuple[int, str]] = _DIGITS.split(text)
+    for i in range(1, len(parts), 2):
+        digits = cast(str, parts[i]).lstrip("0")
+        parts[i] = (len(digits), digits)
     return tuple(parts)
 
 
-def _reading_key(a: PlannedAction) -> tuple[str, tuple[str | int, ...], int]:
-    return (a.artifact.root_url, natural_key(a.artifact.uri), _ACTION_RANK[a.action])
+def _reading_key(a: PlannedAction) -> tuple[str, NaturalKey, int, str]:
+    uri = a.artifact.uri
+    return (a.artifact.root_url, natural_key(uri), _ACTION_RANK[a.action], uri)
 
 
 _ACTION_RANK = {t: i for i, t in enumerate(ActionType)}  # strip before archive, as the plan
@@ -459,11 +472,11 @@ def timeline(plan: Plan, kinds: Iterable[str] = ("checkpoint",)) -> list[Timelin
     return rows
 
 
-def _runs_first(item: tuple[tuple[str, str], Any]) -> tuple[str, bool, tuple[str | int, ...]]:
+def _runs_first(item: tuple[tuple[str, str], Any]) -> tuple[str, bool, NaturalKey, str]:
     """By root, then its runs by name (`run-9` before `run-10`), then what no run holds
     (run "")."""
     (root, run), _ = item
-    return (root, not run, natural_key(run))
+    return (root, not run, natural_key(run), run)
 
 
 _STEPPED_RESIDUE = "residue with a step"

@@ -69,8 +69,10 @@ class KeyOccupiedError(FileExistsError):
     """A write that must not replace an object (`if_absent`: restore's copy back) found one
     at its key: nothing was written. The store's `copy` turns it into a failed result."""
 
-    def __init__(self, uri: str) -> None:
-        super().__init__(f"{uri} holds an object written since it was checked: left as it is")
+    def __init__(
+        self, uri: str, what: str = "holds an object written since it was checked"
+    ) -> None:
+        super().__init__(f"{uri} {what}: left as it is")
 
 
 class BadBucketNameError(NoSuchRootError):

@@ -529,7 +529,7 @@ class FsspecStore:
         """The copy on one filesystem; on local disk, what was written (its stat)."""
         source, target = self._path(key), dest._path(dest_key)
         if not self._local:
-            if if_absent and self._fs.exists(target):
+            if if_absent and dest._holds_file(target):
                 raise KeyOccupiedError(dest.uri(dest_key))
             extra = {"StorageClass": storage_class} if storage_class else {}
             self._fs.copy(source, target, **extra)
@@ -585,7 +585,7 @@ class FsspecStore:
                 if os.path.exists(temporary):
                     os.unlink(temporary)
             return
-        if if_absent and self._fs.exists(path):
+        if if_absent and self._holds_file(path):
             raise KeyOccupiedError(self.uri(key))
         options: dict[str, Any] = {}
         if self._protocol == "s3":
@@ -598,6 +598,14 @@ class FsspecStore:
                 options["s3_additional_kwargs"] = extra
         with self._fs.open(path, "wb", **options) as handle:
             shutil.copyfileobj(stream, handle, _COPY_CHUNK)
+
+    def _holds_file(self, path: str) -> bool:
+        """Whether an object (a file, as `head` counts them) is at `path` now: on an
+        object store a "folder" of that name is other keys, and the key itself is free."""
+        try:
+            return bool(self._fs.info(path).get("type") == "file")
+        except FileNotFoundError:
+            return False
 
     def abort_upload(self, key: str, upload_id: str) -> KeyResult:
         """Filesystems have no multipart uploads: always a failed, explained result."""
@@ -650,13 +658,27 @@ def _into_place(temporary: str, target: str, if_absent: str | None) -> None:
     try:
         os.link(temporary, target)
     except FileExistsError:
-        raise KeyOccupiedError(if_absent) from None
+        raise _occupied(target, if_absent) from None
     except OSError as exc:
         if exc.errno not in _NO_LINKS:
             raise
         if os.path.lexists(target):
-            raise KeyOccupiedError(if_absent) from None
+            raise _occupied(target, if_absent) from None
         os.replace(temporary, target)
+
+
+def _occupied(target: str, uri: str) -> KeyOccupiedError:
+    """What holds `target`, said as it is: a file (written since the caller looked: it
+    saw none), or what a listing never counts as an object and so was there all along."""
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return KeyOccupiedError(uri)
+    if stat.S_ISLNK(mode):
+        return KeyOccupiedError(uri, "is a symbolic link, not an object")
+    if stat.S_ISDIR(mode):
+        return KeyOccupiedError(uri, "is a folder, not an object")
+    return KeyOccupiedError(uri)
 
 
 def _link_alone(source: str, target: str) -> bool:

@@ -630,9 +630,10 @@ class S3Store:
         this process, with the same metadata, tags (S3 destinations) and class (a KMS key
         means nothing at another endpoint: the destination's default encrypts it); a
         filesystem keeps only the bytes.
-        `if_absent` (see `Store.copy`): one CopyObject sends `If-None-Match: *`, which S3
-        answers PreconditionFailed when the key holds an object; the managed copy and an
-        upload cannot send it, and look at the key (one HEAD) right before instead.
+        `if_absent` (see `Store.copy`): a HEAD of the key first, then one CopyObject sends
+        `If-None-Match: *`, which S3 answers PreconditionFailed when the key holds an
+        object by then (an endpoint that ignores the header is left with the HEAD); the
+        managed copy and an upload cannot send it: the HEAD alone.
         """
         source: CopySourceTypeDef = {"Bucket": self.bucket, "Key": self.prefix + key}
         try:
@@ -689,6 +690,8 @@ class S3Store:
             extra.update(_encryption_args(encryption, exactly=True))
         else:
             extra.update(_encryption_args(seen.encryption, exactly=dest.bucket == self.bucket))
+        if if_absent and dest._holds(dest_key):  # (also before the header: an endpoint
+            raise KeyOccupiedError(dest.uri(dest_key))  # may ignore it, as moto does)
         if seen.size <= self.copy_object_max_bytes:
             if if_absent:
                 extra["IfNoneMatch"] = "*"
@@ -701,9 +704,13 @@ class S3Store:
                 )
             except Exception as exc:
                 # PreconditionFailed answers both conditions: the source's ETag, the key
-                # taken. Only an object at the key now says which.
-                coded = client_error_code(exc)
-                if if_absent and coded and coded[0] == _CHANGED_CODE and dest._holds(dest_key):
+                # taken. Only an object at the key now says which. A conditional write
+                # racing another one to the key is ConditionalRequestConflict.
+                code = (client_error_code(exc) or ("",))[0]
+                if if_absent and code == _RACED_CODE:
+                    what = "was being written by another writer as the copy ran"
+                    raise KeyOccupiedError(dest.uri(dest_key), what) from exc
+                if if_absent and code == _CHANGED_CODE and dest._holds(dest_key):
                     raise KeyOccupiedError(dest.uri(dest_key)) from exc
                 raise
             made = answer.get("CopyObjectResult") or {}
@@ -720,8 +727,6 @@ class S3Store:
         # onto its own key (a transition of an object over 5 GiB) it read the copy's, found
         # none and put none back. The tags are read first and put back here instead.
         tags = self._client.get_object_tagging(**source).get("TagSet") or []
-        if if_absent and dest._holds(dest_key):
-            raise KeyOccupiedError(dest.uri(dest_key))
         del extra["TaggingDirective"]
         extra.pop("BucketKeyEnabled", None)  # (not among the managed copy's arguments)
         dest._client.copy(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from governance.apply import StoreOpener, restore_plan
 from governance.storage.base import KeyResult
@@ -103,6 +104,61 @@ def test_without_hard_links_a_copy_if_absent_still_refuses_an_object_at_the_key(
     assert (dst / "b" / "w.pt").read_bytes() == b"old weights"
 
 
+def test_a_file_saved_at_the_last_moment_is_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final step itself refuses: a run that saves under the key just before the copy
+    is put in place (after every look) keeps its file. A look followed by a rename would
+    replace it."""
+    source, dest, _, dst = _two_stores(tmp_path)
+    target = dst / "a" / "w.pt"
+
+    def saving_first(real: Any) -> Any:
+        def call(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+            if Path(b) == target and not target.exists():
+                target.write_bytes(NEW)  # a run saves under the key right now
+            return real(a, b, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(os, "replace", saving_first(os.replace))
+    monkeypatch.setattr(os, "link", saving_first(os.link))
+    result = source.copy("a/w.pt", dest, "a/w.pt", moving=True, if_absent=True)
+    assert not result.ok
+    assert target.read_bytes() == NEW
+
+
+def test_a_link_or_folder_at_the_key_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """A listing counts neither as an object, so restore's look found the key free; they
+    were there all along, and the refusal says what they are."""
+    source, dest, _, dst = _two_stores(tmp_path)
+    (dst / "a").mkdir()
+    (dst / "a" / "w.pt").symlink_to(dst / "nowhere")
+    (dst / "b" / "w.pt").mkdir(parents=True)
+    linked = source.copy("a/w.pt", dest, "a/w.pt", moving=True, if_absent=True)
+    assert linked.error == f"{dest.uri('a/w.pt')} is a symbolic link, not an object: left as it is"
+    folder = source.copy("a/w.pt", dest, "b/w.pt", moving=True, if_absent=True)
+    assert folder.error == f"{dest.uri('b/w.pt')} is a folder, not an object: left as it is"
+    assert (dst / "a" / "w.pt").is_symlink()
+    assert (dst / "b" / "w.pt").is_dir()
+
+
+def test_on_an_object_store_filesystem_a_folder_of_the_key_s_name_leaves_it_free() -> None:
+    """Keys `runs/model` and `runs/model/x` coexist on an object store: `head` counts the
+    first free, and so does the write (fsspec's `exists` said taken, for good)."""
+    store = FsspecStore("memory://if-absent/")
+    store.put_stream("runs/model/x", io.BytesIO(b"x"))
+    store.put_stream("q/w.pt", io.BytesIO(b"old"))
+    assert store.head(["runs/model"]) == {}
+    result = store.copy("q/w.pt", store, "runs/model", if_absent=True)
+    assert result.ok, result.error
+    store.put_stream("runs/w.pt", io.BytesIO(NEW))  # a key that holds an object is taken
+    taken = store.copy("q/w.pt", store, "runs/w.pt", if_absent=True)
+    words = "holds an object written since it was checked: left as it is"
+    assert taken.error == f"{store.uri('runs/w.pt')} {words}"
+    assert store.head(["runs/w.pt"])["runs/w.pt"].size == len(NEW)
+
+
 class _SavesFirst:
     """The quarantine's real store; as its copy back of `key` begins, a training run saves
     a new file under that key (after restore's check, before its write)."""
@@ -180,6 +236,66 @@ def test_one_copy_object_sends_if_none_match_only_when_asked(
     assert [p.get("headers", {}).get("If-None-Match") for p in sent] == ["*", None]
     body = s3_client.get_object(Bucket=s3_bucket, Key="runs/a/w.pt")["Body"].read()
     assert body == b"old weights"
+
+
+def test_an_endpoint_that_ignores_the_header_is_still_looked_at_first(
+    moto_server: str, s3_bucket: str, s3_client: Any
+) -> None:
+    """moto, like some S3-compatible stores, ignores `If-None-Match` on CopyObject: the
+    HEAD before it finds the object, and nothing is copied."""
+    s3_client.put_object(Bucket=s3_bucket, Key="q/w.pt", Body=b"old weights")
+    s3_client.put_object(Bucket=s3_bucket, Key="runs/a/w.pt", Body=NEW)
+    quarantine, root = _s3(moto_server, s3_bucket, "q/"), _s3(moto_server, s3_bucket, "runs/")
+    result = quarantine.copy("w.pt", root, "a/w.pt", moving=True, if_absent=True)
+    assert result.error == (
+        f"s3://{s3_bucket}/runs/a/w.pt holds an object written since it was checked: left as it is"
+    )
+    assert s3_client.get_object(Bucket=s3_bucket, Key="runs/a/w.pt")["Body"].read() == NEW
+
+
+def _s3_refuses_the_copy(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    """S3's answer to a CopyObject whose condition does not hold, which moto never gives
+    (it ignores `If-None-Match` and `x-amz-copy-source-if-match` on a copy): given in
+    place of sending the request (a `before-call` handler's answer is the call's)."""
+    error = {
+        "Code": "PreconditionFailed",
+        "Message": "At least one of the pre-conditions you specified did not hold",
+    }
+    return AWSResponse("http://s3", 412, {}, None), {
+        "Error": error,
+        "ResponseMetadata": {"HTTPStatusCode": 412},
+    }
+
+
+@pytest.mark.parametrize("written", [True, False])
+def test_a_refused_copy_object_is_named_by_what_is_at_the_key(
+    moto_server: str, s3_bucket: str, s3_client: Any, written: bool
+) -> None:
+    """S3 answers PreconditionFailed to both conditions a copy back sends: the source is
+    not the object seen (CopySourceIfMatch), the key holds an object (If-None-Match).
+    Only an object at the key then makes it "an object written since it was checked":
+    in one case a run saves under the key as the copy is sent."""
+    s3_client.put_object(Bucket=s3_bucket, Key="q/w.pt", Body=b"old weights")
+    quarantine, root = _s3(moto_server, s3_bucket, "q/"), _s3(moto_server, s3_bucket, "runs/")
+
+    def meanwhile(**kwargs: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        if written:
+            s3_client.put_object(Bucket=s3_bucket, Key="runs/a/w.pt", Body=NEW)
+        return _s3_refuses_the_copy(**kwargs)
+
+    root._client.meta.events.register("before-call.s3.CopyObject", meanwhile)
+    result = quarantine.copy("w.pt", root, "a/w.pt", moving=True, if_absent=True)
+    assert not result.ok
+    if written:
+        assert result.error == (
+            f"s3://{s3_bucket}/runs/a/w.pt holds an object written since it was checked: "
+            "left as it is"
+        )
+        assert s3_client.get_object(Bucket=s3_bucket, Key="runs/a/w.pt")["Body"].read() == NEW
+    else:
+        assert "PreconditionFailed" in (result.error or "")
+        assert "holds an object" not in (result.error or "")
+        assert "Contents" not in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="runs/")
 
 
 def test_the_managed_copy_if_absent_leaves_an_object_at_the_key(

@@ -102,3 +102,13 @@ def test_natural_key_compares_numbers_as_numbers_and_text_as_text() -> None:
     names = ["b", "a10", "a9", "a9b", "a", "10", "9", "a09x", "a9a"]
     expected = ["9", "10", "a", "a9", "a9a", "a9b", "a09x", "a10", "b"]
     assert sorted(names, key=natural_key) == expected
+
+
+def test_numbers_of_any_length_compare_and_equal_numbers_keep_the_plans_order() -> None:
+    """A number past `int`'s 4,300 digits still compares (a `memory://` key can hold one),
+    and `run-09` / `run-9`, equal as numbers, follow the text."""
+    huge = "7" * 5000
+    uris = [f"{ROOT}ckpt-{huge}/", f"{ROOT}ckpt-8/", f"{ROOT}run-9/", f"{ROOT}run-09/"]
+    actions = [_action(i, u) for i, u in enumerate(sorted(uris), 1)]
+    shown = [a.artifact.uri[len(ROOT) :] for a in reading_order(actions, 10)]
+    assert shown == ["ckpt-8/", f"ckpt-{huge}/", "run-09/", "run-9/"]
