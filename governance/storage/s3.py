@@ -66,6 +66,7 @@ from governance.storage.s3_listing import (
     nearest_entries,
     utc,
 )
+from governance.storage.s3_parts import PartsCopy, copy_in_parts
 from governance.wording import counted
 
 if TYPE_CHECKING:
@@ -98,6 +99,12 @@ entry (it implements no conditional delete, or its XML parser rejects the elemen
 _GONE_CODE = "NoSuchKey"
 """A conditional delete's answer when the key holds no object: deleted, as an
 unconditional delete of a missing key answers (a retry after a lost answer, say)."""
+_TRANSFER_THREADS = 8
+"""Threads of one multipart transfer (a copy in parts, an upload)."""
+_COPY_ONLY_ARGS = frozenset(
+    {"MetadataDirective", "TaggingDirective", "CopySourceIfMatch", "IfNoneMatch"}
+)
+"""CopyObject's arguments that a copy in parts sends otherwise or not at all."""
 _KEPT_HEADERS = (
     "CacheControl",
     "ContentDisposition",
@@ -206,7 +213,7 @@ class S3Store:
         self._versioning_lock = threading.Lock()
         self._conditional_deletes = True  # False once the endpoint said it has none
         self._conditional_lock = threading.Lock()
-        transfer_threads = 8
+        transfer_threads = _TRANSFER_THREADS
         self._transfer = TransferConfig(
             multipart_threshold=multipart_threshold,
             multipart_chunksize=max(multipart_threshold // 4, 5 * 1024 * 1024),
@@ -723,32 +730,50 @@ class S3Store:
                 last_modified=utc(when) if when is not None else None,
                 encryption=seen.encryption,
             )
-        # The managed copy's multipart path reads the source's tags once the copy is done:
-        # onto its own key (a transition of an object over 5 GiB) it read the copy's, found
-        # none and put none back. The tags are read first and put back here instead.
+        # In parts (`s3_parts`): the new object is made with the source's headers and
+        # metadata (one HEAD), its tags (read first: onto its own key, a transition, they
+        # could not be read after), class and encryption, Bucket Key included.
+        head: Mapping[str, Any] = self._client.head_object(**source)
+        args: dict[str, Any] = {name: head[name] for name in _KEPT_HEADERS if head.get(name)}
+        args.update((name, value) for name, value in extra.items() if name not in _COPY_ONLY_ARGS)
         tags = self._client.get_object_tagging(**source).get("TagSet") or []
-        del extra["TaggingDirective"]
-        extra.pop("BucketKeyEnabled", None)  # (not among the managed copy's arguments)
-        dest._client.copy(
-            source,
+        if tags:
+            args["Tagging"] = urlencode([(t["Key"], t["Value"]) for t in tags], quote_via=quote)
+        job = PartsCopy(
+            seen.size,
+            seen.etag,
             dest.bucket,
             dest.prefix + dest_key,
-            ExtraArgs=extra,
-            SourceClient=self._client,
-            Config=dest._transfer,
+            args,
+            dest._transfer.multipart_chunksize,
+            _TRANSFER_THREADS,
+            if_absent,
         )
-        if tags:
-            dest._client.put_object_tagging(
-                Bucket=dest.bucket, Key=dest.prefix + dest_key, Tagging={"TagSet": tags}
-            )
-        # the managed copy returns nothing: what it wrote is asked (one HEAD; the copy is
-        # done either way, so a failed HEAD only leaves it unrecorded)
+        try:
+            done = copy_in_parts(dest._client, source, job)
+        except Exception as exc:
+            code = (client_error_code(exc) or ("",))[0]
+            completing = getattr(exc, "operation_name", "") == "CompleteMultipartUpload"
+            if if_absent and code == _CHANGED_CODE and completing:
+                raise KeyOccupiedError(dest.uri(dest_key)) from exc
+            if if_absent and code == _RACED_CODE:
+                what = "was being written by another writer as the copy ran"
+                raise KeyOccupiedError(dest.uri(dest_key), what) from exc
+            raise
+        # the completion names no time: what it wrote is asked (one HEAD; the copy is done
+        # either way, so a failed HEAD only leaves it unrecorded)
         try:
             state = dest._head_one(dest_key)
         except StorageError:
             state = None
         if state is None:
-            return KeyResult(key, True, encryption=seen.encryption)
+            return KeyResult(
+                key,
+                True,
+                version_id=done.get("VersionId"),
+                etag=str(done.get("ETag", "")).strip('"') or None,
+                encryption=seen.encryption,
+            )
         return KeyResult(
             key,
             True,
