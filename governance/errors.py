@@ -36,6 +36,11 @@ class PolicyError(BadInputError):
         self.problems = problems or [message]
 
 
+class OutputError(GovernanceError):
+    """Standard output (or error) cannot be written: a full disk, an I/O error. What the
+    command did until then stands (a plan saved stays saved); the rest is not printed."""
+
+
 class CatalogError(BadInputError):
     """The catalog cannot be opened or is corrupt."""
 

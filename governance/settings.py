@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +65,9 @@ def _printable_identity(source: str, name: str) -> str:
     another's."""
     import unicodedata
 
+    if any(unicodedata.category(c) == "Cs" for c in name):  # (bytes that are not UTF-8)
+        typed = os.fsencode(name).decode("utf-8", "backslashreplace")
+        raise ArgumentError(f"{source} '{typed}': the acting identity is not valid UTF-8")
     if any(unicodedata.category(c) == "Cc" for c in name):
         raise ArgumentError(
             f"{source} {name!r}: the acting identity cannot hold control characters "
@@ -122,10 +124,20 @@ def env_int(name: str, default: int, minimum: int = 1, maximum: int | None = Non
     )
 
 
+MAX_SECONDS = 7 * 24 * 3600.0
+"""A week: the longest wait any setting in seconds may ask for. Beyond it a timeout
+overflows where it is used (SQLite's busy timeout is a 32-bit count of milliseconds:
+`1e20` waited not at all, then said the lock was "held for over 1e+20 s")."""
+
+
 def env_float(name: str, default: float) -> float:
-    """`env_int` for a positive, finite number of seconds."""
+    """`env_int` for a positive number of seconds, at most `MAX_SECONDS`."""
     return _env_number(
-        name, default, float, lambda v: v > 0 and math.isfinite(v), "a positive number"
+        name,
+        default,
+        float,
+        lambda v: 0 < v <= MAX_SECONDS,
+        f"a positive number of seconds up to {MAX_SECONDS:,.0f} (a week)",
     )
 
 

@@ -717,6 +717,6 @@ def _matches(row: dict[str, Any], wanted: Sequence[str]) -> bool:
     for w in wanted:
         if w in (uri, row["artifact_uri"], row["artifact_uri"].rstrip("/")):
             return True
-        if w.endswith("/") and uri.startswith(w):
-            return True
+        if uri.startswith(w if w.endswith("/") else w + "/"):  # a folder, with or without
+            return True  # its closing slash (`runs/vision` is the folder, not `vision2`)
     return False

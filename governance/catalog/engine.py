@@ -125,8 +125,8 @@ def make_engine(url: str) -> Engine:
         raise CatalogError(f"catalog URL {safe_url(url)} is not usable: {_one_line(exc)}") from exc
     except (SAArgumentError, NoSuchModuleError, ValueError) as exc:
         raise CatalogError(
-            f"catalog URL {safe_url(url)} is not usable: {_one_line(exc)}; "
-            f"a catalog URL is {SUPPORTED_URLS}"
+            f"catalog URL '{safe_url(url)}' is not usable: {_one_line(exc)}; "
+            f"a catalog URL is {SUPPORTED_URLS}{_path_hint(url)}"
         ) from exc
     except ModuleNotFoundError as exc:
         hint = (
@@ -299,6 +299,14 @@ def create_schema(engine: Engine) -> None:
         conn.execute(version.insert().values(version_num=SCHEMA_REVISION))
 
 
+def _path_hint(url: str) -> str:
+    """For a catalog given as a plain path (`/data/catalog.db`, `catalog.db`), the URL
+    that was probably meant."""
+    if "://" in url or not url.strip() or url.strip() == ":memory:":
+        return ""
+    return f" (for this file: sqlite:///{os.path.abspath(os.path.expanduser(url.strip()))})"
+
+
 def open_engine(
     url: str, migrate: bool = True, create: bool = True, read_only: bool = False
 ) -> Engine:
@@ -377,7 +385,10 @@ def _settle_schema(
         )
     if current is None and not create:
         raise _empty_catalog(url)
-    if current == SCHEMA_REVISION or not migrate:
+    if current == SCHEMA_REVISION:
+        _require_every_table(engine, url)
+        return
+    if not migrate:
         return
     if writable and current is None:
         create_schema(engine)
@@ -392,6 +403,23 @@ def _settle_schema(
         "can write the catalog file and its folder (any command upgrades it in place); "
         "nothing was changed"
     )
+
+
+def _require_every_table(engine: Engine, url: str) -> None:
+    """Refuse a catalog at this schema that lacks one of its tables (dropped by hand, a
+    restore of part of a dump): commands that never touch that table went on writing to
+    it (a scan), and `audit --verify` said OK. One look at the table names."""
+    from sqlmodel import SQLModel
+
+    from governance.catalog import schema  # noqa: F401  (registers every table)
+
+    missing = sorted(set(SQLModel.metadata.tables) - set(inspect(engine).get_table_names()))
+    if missing:
+        raise CatalogError(
+            f"catalog {safe_url(url)} is at schema {SCHEMA_REVISION} but lacks the table"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}: it is damaged; restore "
+            "it from a backup"
+        )
 
 
 def _new_sqlite_file(url: str) -> bool:

@@ -20,6 +20,7 @@ import click
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import (
     FORMATS_BASIC,
+    GivenPath,
     dumps,
     emit_json,
     format_option,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 policy_option = click.option(
     "--policy",
     "policy_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The policy whose storage roots give endpoints and credentials (else defaults).",
 )
 

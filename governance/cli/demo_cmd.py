@@ -12,23 +12,48 @@ from pathlib import Path
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import emit_json, format_option, stdout_console
+from governance.cli.output import GivenPath, emit_json, format_option, stdout_console
 from governance.errors import ArgumentError, GovernanceError
+from governance.wording import shown
 
 MARKER = ".govern-demo"
 
 
 def prepare_workdir(workdir: Path) -> Path:
-    """A fresh demo folder; refuses to wipe a folder that govern demo did not make."""
+    """A fresh demo folder; refuses to wipe a folder that govern demo did not make, and
+    says why a folder cannot be made there (a file in the way, no such place)."""
+    if workdir.exists() and not workdir.is_dir():
+        raise ArgumentError(f"--dir {shown(str(workdir))}: is a file, not a folder")
     if workdir.exists() and any(workdir.iterdir()) and not (workdir / MARKER).exists():
         raise ArgumentError(
-            f"--dir {workdir}: folder exists and was not made by govern demo; choose another"
+            f"--dir {shown(str(workdir))}: folder exists and was not made by govern demo; "
+            "choose another"
         )
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    (workdir / "storage").mkdir(parents=True)
-    (workdir / MARKER).write_text("made by govern demo; safe to delete\n")
+    try:
+        if workdir.exists():
+            shutil.rmtree(workdir)
+        (workdir / "storage").mkdir(parents=True)
+        (workdir / MARKER).write_text("made by govern demo; safe to delete\n")
+    except OSError as exc:
+        raise ArgumentError(
+            f"--dir {shown(str(workdir))}: cannot make the folder: {exc.strerror or exc}"
+        ) from exc
     return workdir / "storage"
+
+
+def _inside(catalog_url: str, workdir: Path) -> bool:
+    """Whether the catalog is a SQLite file in the demo's folder (which is made anew)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError as BadURL
+
+    try:
+        url = make_url(catalog_url)
+    except BadURL:
+        return False
+    name = url.database
+    if not url.drivername.startswith("sqlite") or not name or name == ":memory:":
+        return False
+    return Path(name).resolve().is_relative_to(workdir)
 
 
 def write_demo_policy(workdir: Path, storage: Path) -> Path:
@@ -42,7 +67,7 @@ def write_demo_policy(workdir: Path, storage: Path) -> Path:
 @click.option(
     "--dir",
     "workdir",
-    type=click.Path(path_type=Path),
+    type=GivenPath(path_type=Path),
     default=Path("govern-demo"),
     show_default=True,
     help="Folder for the sample storage, its policy, catalog and reports.",
@@ -58,14 +83,17 @@ def demo(app: AppContext, workdir: Path, fmt: str) -> None:
     from governance.scan.service import scan_roots
 
     workdir = workdir.resolve()
+    # Its own SQLite catalog in the folder, unless `--catalog` names one on purpose (the
+    # demo on PostgreSQL, say); never GOVERN_CATALOG_URL, which may name a real catalog.
+    # A catalog named is opened first: one that cannot be used leaves no tree behind.
+    if click.get_current_context().find_root().params.get("catalog") is None:
+        app.settings = replace(app.settings, catalog_url=f"sqlite:///{workdir / 'catalog.db'}")
+    elif not _inside(app.settings.catalog_url, workdir):  # (else made anew with the folder)
+        app.engine  # noqa: B018 (opened and checked now)
     storage = prepare_workdir(workdir)
     tree = build_demo_tree(storage, datetime.now(UTC))
     policy_path = write_demo_policy(workdir, storage)
     policy = load_policy(policy_path)
-    # Its own SQLite catalog in the folder, unless `--catalog` names one on purpose (the
-    # demo on PostgreSQL, say); never GOVERN_CATALOG_URL, which may name a real catalog.
-    if click.get_current_context().find_root().params.get("catalog") is None:
-        app.settings = replace(app.settings, catalog_url=f"sqlite:///{workdir / 'catalog.db'}")
     results = list(scan_roots(app, policy, ()))
     for result in results:
         if isinstance(result, GovernanceError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import traceback
 from typing import Any
@@ -21,6 +22,7 @@ from governance.cli.context import AppContext
 from governance.cli.output import guard_std_streams
 from governance.errors import CatalogError, GovernanceError, PolicyError
 from governance.settings import build_settings
+from governance.wording import shown
 
 COMMANDS: dict[str, str] = {
     "scan": "governance.cli.scan_cmd:scan",
@@ -131,10 +133,14 @@ def _catalog_error(ctx: click.Context, exc: Exception) -> CatalogError | None:
 
 
 def report_error(exc: GovernanceError) -> None:
-    click.echo(f"error: {exc}", err=True)
+    """The error's message (and a policy's problems, one a line) as typed: what it quotes
+    of an argument (a path holding an escape sequence) is shown escaped, never run by
+    the terminal nor stripped from the name."""
+    click.echo(f"error: {shown(str(exc), newlines=True)}", err=True)
     if isinstance(exc, PolicyError) and exc.problems != [str(exc)]:
         for problem in exc.problems:
-            click.echo(problem, err=True)  # at the line start: FILE:LINE:COL, as editors read it
+            # at the line start: FILE:LINE:COL, as editors read it
+            click.echo(shown(problem, newlines=True), err=True)
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -142,7 +148,21 @@ def main(argv: list[str] | None = None) -> Any:
     stdout (or stderr) for the rest of the command: no traceback, no message, and the
     command's own exit code (0 unless it failed or refused), as `ls` always had."""
     guard_std_streams()
+    undecodable = _undecodable(sys.argv[1:] if argv is None else argv)
+    if undecodable is not None:
+        click.echo(f"error: {undecodable}", err=True)
+        sys.exit(2)
     return cli.main(args=argv, prog_name="govern")
+
+
+def _undecodable(args: list[str]) -> str | None:
+    """What is wrong with the first argument that is not UTF-8 text (the OS hands Python
+    its bytes as lone surrogates, which no catalog, JSON or terminal can hold), else None."""
+    for arg in args:
+        if any("\udc80" <= c <= "\udcff" for c in arg):
+            typed = os.fsencode(arg).decode("utf-8", "backslashreplace")
+            return f"argument '{shown(typed)}' is not valid UTF-8: every argument is read as text"
+    return None
 
 
 if __name__ == "__main__":

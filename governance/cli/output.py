@@ -12,10 +12,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from governance.errors import OutputError
+
 if TYPE_CHECKING:  # rich loads with the first table: `govern --help` stays fast
     from rich.console import Console
 
 FORMATS_BASIC = ("table", "json")
+
+
+class GivenPath(click.Path):
+    """click's Path that refuses an empty value: `Path("")` is the current folder, and a
+    message then named `.`, not what was typed (`--out ""`: "cannot tell the report
+    format of ."; `--policy ""`: "cannot read policy file .: Is a directory")."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is empty: give a path", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def format_option(*choices: str, default: str = "table") -> Any:
@@ -84,8 +97,9 @@ class ReaderSafeStream:
     Anything else (`isatty`, `encoding`, `fileno`) is the wrapped stream's.
     """
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, name: str = "output") -> None:
         self._stream = stream
+        self._name = name
         self.reader_gone = False
 
     def write(self, text: str) -> int:
@@ -94,6 +108,8 @@ class ReaderSafeStream:
                 return self._stream.write(text)
             except BrokenPipeError:
                 self._silence()
+            except OSError as exc:
+                raise self._failed(exc) from exc
         return len(text)
 
     def flush(self) -> None:
@@ -102,6 +118,15 @@ class ReaderSafeStream:
                 self._stream.flush()
             except BrokenPipeError:
                 self._silence()
+            except OSError as exc:
+                raise self._failed(exc) from exc
+
+    def _failed(self, exc: OSError) -> OutputError:
+        """Any other failed write (a full disk: `> /dev/full`): silent from now on, so no
+        later write or the flush at exit raises again, and one error for the command to
+        end with (exit 1), not a traceback."""
+        self._silence()
+        return OutputError(f"cannot write to {self._name}: {exc.strerror or exc}")
 
     def _silence(self) -> None:
         self.reader_gone = True
@@ -116,10 +141,10 @@ class ReaderSafeStream:
 
 def guard_std_streams() -> None:
     """Make stdout and stderr fall silent when their reader goes (see ReaderSafeStream)."""
-    for name in ("stdout", "stderr"):
+    for name, words in (("stdout", "standard output"), ("stderr", "standard error")):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, ReaderSafeStream):
-            setattr(sys, name, ReaderSafeStream(stream))
+            setattr(sys, name, ReaderSafeStream(stream, words))
 
 
 def reader_gone(stream: object) -> bool:

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from governance.cli.context import AppContext, pass_app
-from governance.cli.output import emit_json, emit_json_array, format_option, stdout_console
+from governance.cli.output import (
+    GivenPath,
+    emit_json,
+    emit_json_array,
+    format_option,
+    stdout_console,
+)
 from governance.errors import EXIT_REFUSED, GovernanceError
 from governance.report import PLAN_FORMATS, format_for_path
 from governance.wording import counted
@@ -84,7 +90,7 @@ policy_option = click.option(
     "--policy",
     "policy_path",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="The retention policy (YAML).",
 )
 
@@ -99,7 +105,7 @@ policy_option = click.option(
 @click.option(
     "--out",
     "out_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=GivenPath(path_type=Path, dir_okay=False),
     help="Also write the report to FILE (.html, .md, .json or .csv: format by suffix); "
     "stdout then gets the --format report only when it is another format.",
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from governance.cli.output import emit_json, format_option
+from governance.cli.output import GivenPath, emit_json, format_option
 from governance.errors import PolicyError
 from governance.policy import Policy, load_policy
 from governance.wording import counted
@@ -21,7 +21,7 @@ def policy() -> None:
 
 
 @policy.command("validate")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("path", type=GivenPath(dir_okay=False, path_type=str))
 @format_option("table", "json")
 def validate(path: str, fmt: str) -> None:
     """Check the policy at PATH: exit 0 when valid, 2 with every problem when not."""

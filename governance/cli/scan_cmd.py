@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from governance.cli.context import AppContext, pass_app
 from governance.cli.output import (
+    GivenPath,
     emit_json,
     format_option,
     stderr_console,
@@ -70,7 +71,7 @@ def progress_fields(objects: int, size: int, elapsed: float) -> dict[str, Any]:
 @click.option(
     "--policy",
     "policy_path",
-    type=click.Path(path_type=Path),
+    type=GivenPath(path_type=Path),
     help="Policy whose storage roots to scan.",
 )
 @click.option(

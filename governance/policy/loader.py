@@ -56,11 +56,23 @@ from governance.wording import shown
 _VALUE_PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
+MAX_POLICY_BYTES = 16 * 1024 * 1024
+"""A policy is a few kilobytes; past this the file is not one (`/dev/zero`, a dataset
+given by mistake), and reading it all would fill memory first."""
+
+
 def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy file; raises `PolicyError` naming every problem."""
+    """Read and validate a policy file; raises `PolicyError` naming every problem. A
+    pipe is read as a file is (`--policy <(generate-policy)`)."""
     source = Path(path)
     try:
-        raw = source.read_bytes()
+        with source.open("rb") as handle:
+            raw = handle.read(MAX_POLICY_BYTES + 1)
+        if len(raw) > MAX_POLICY_BYTES:
+            raise PolicyError(
+                f"policy file {shown(str(source))} is larger than "
+                f"{MAX_POLICY_BYTES // 1024 // 1024} MiB: it is not a policy"
+            )
     except FileNotFoundError:
         raise PolicyError(f"policy file not found: {source}") from None
     except OSError as exc:

@@ -233,7 +233,7 @@ def typed_url(text: str) -> str:
                 raise ArgumentError(f"URL {text!r}: unknown scheme {scheme!r}")
             return f"{scheme}://{rest}"
         url = _file_path(text, rest, "URL")
-    absolute = os.path.abspath(os.path.expanduser(url))
+    absolute = "/" + os.path.abspath(os.path.expanduser(url)).lstrip("/")  # (`//x`: `/x`)
     return "file://" + absolute + ("/" if url.endswith("/") and absolute != "/" else "")
 
 
@@ -267,7 +267,9 @@ def _file_url(path: str) -> str:
         last = len(parts) - parts[::-1].index("..")
         head = os.path.realpath("/".join(parts[:last]) or "/")  # (abspath: lexically)
         expanded = "/".join([head, *parts[last:]])
-    absolute = os.path.abspath(expanded)
+    # POSIX keeps exactly two leading slashes (`//data`, from `file:////data`): Linux reads
+    # them as one, and so does the catalog, which would hold one folder as two roots
+    absolute = "/" + os.path.abspath(expanded).lstrip("/")
     return "file://" + (absolute if absolute.endswith("/") else absolute + "/")
 
 

@@ -8,7 +8,10 @@ cause first.
 
 from __future__ import annotations
 
+import os
+
 from governance.errors import (
+    EXIT_BAD_INPUT,
     AccessDeniedError,
     BadCredentialsError,
     BadRegionError,
@@ -49,6 +52,8 @@ _CREDENTIAL_EXCEPTIONS = frozenset(
         "UnauthorizedSSOTokenError",
     }
 )
+_CONFIG_EXCEPTIONS = frozenset({"ConfigParseError", "ConfigNotFound"})
+"""botocore's: the AWS config or credentials file named cannot be read."""
 # botocore / aiohttp / urllib3 exception classes meaning the endpoint did not answer.
 _UNREACHABLE_EXCEPTIONS = frozenset(
     {
@@ -73,6 +78,13 @@ class KeyOccupiedError(FileExistsError):
         self, uri: str, what: str = "holds an object written since it was checked"
     ) -> None:
         super().__init__(f"{uri} {what}: left as it is")
+
+
+class BadEndpointError(StorageError):
+    """An S3 endpoint that is no URL (`endpoint:` in the policy, AWS_ENDPOINT_URL): bad
+    input, exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class BadBucketNameError(NoSuchRootError):
@@ -137,6 +149,14 @@ def _from_one(root: str, exc: BaseException) -> StorageError | None:
         )
     if names & _CREDENTIAL_EXCEPTIONS:
         return BadCredentialsError(root, f"no usable credentials ({exc})")
+    if names & _CONFIG_EXCEPTIONS:  # an AWS config or credentials file that cannot be read
+        return BadCredentialsError(
+            root, f"{exc} (AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE, or ~/.aws)"
+        )
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
+        named = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        where = " (from AWS_ENDPOINT_URL)" if named else ""
+        return BadEndpointError(root, f"{exc}{where}: an endpoint is a URL like https://host")
     if names & _UNREACHABLE_EXCEPTIONS or isinstance(exc, TimeoutError):
         return UnreachableError(root, f"endpoint unreachable ({exc})")
     return None

@@ -99,13 +99,22 @@ def test_commands_that_fill_a_catalog_still_create_it(tmp_path: Path) -> None:
 def test_a_dropped_table_is_a_catalog_error_not_a_traceback(catalog: tuple[str, Path]) -> None:
     url, path = catalog
     _sql(path, "DROP TABLE plans")
-    _bad_input(_run(url, "plans"), url, "no such table: plans")
+    _bad_input(_run(url, "plans"), url, "lacks the table plans: it is damaged")
 
 
 def test_a_catalog_damaged_in_the_middle_is_a_catalog_error(catalog: tuple[str, Path]) -> None:
     # The schema and version pages stay whole, so the catalog opens; the pages of the
     # objects table and its indexes are garbage, so the command fails part-way.
     url, path = catalog
+    data = _garble_objects(path)
+    result = _run(url, "ls", "objects")
+    _bad_input(result, url, "failed: database disk image is malformed")
+    assert path.read_bytes() == data
+
+
+def _garble_objects(path: Path) -> bytes:
+    """The catalog with the pages of its objects table and their indexes garbage (the
+    schema and version pages whole: it opens); what the file now holds."""
     conn = sqlite3.connect(path)
     page = conn.execute("PRAGMA page_size").fetchone()[0]
     roots = [
@@ -116,15 +125,13 @@ def test_a_catalog_damaged_in_the_middle_is_a_catalog_error(catalog: tuple[str, 
     for number in roots:  # pages count from 1
         data[(number - 1) * page : number * page] = b"\xa5" * page
     path.write_bytes(bytes(data))
-    result = _run(url, "ls", "objects")
-    _bad_input(result, url, "failed: database disk image is malformed")
-    assert path.read_bytes() == bytes(data)
+    return bytes(data)
 
 
 def test_verbose_shows_the_traceback_of_a_catalog_error(catalog: tuple[str, Path]) -> None:
     url, path = catalog
-    _sql(path, "DROP TABLE plans")
-    result = CliRunner().invoke(cli, ["--catalog", url, "-v", "plans"])
+    _garble_objects(path)
+    result = CliRunner().invoke(cli, ["--catalog", url, "-v", "ls", "objects"])
     assert result.exit_code == 2
     assert "Traceback" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: catalog")
@@ -231,8 +238,8 @@ def test_a_bad_busy_timeout_is_refused_naming_the_variable(
     result = _run(f"sqlite:///{path}", "scan", "--root", str(tmp_path / "storage"))
     assert result.exit_code == 2, (result.stderr, result.exception)
     assert result.stderr.strip() == (
-        f"error: GOVERN_SQLITE_BUSY_TIMEOUT={value!r}: not a positive number; give one, "
-        "or unset it for the default (30.0)"
+        f"error: GOVERN_SQLITE_BUSY_TIMEOUT={value!r}: not a positive number of seconds up "
+        "to 604,800 (a week); give one, or unset it for the default (30.0)"
     )
     assert not path.parent.exists()
 

@@ -161,6 +161,13 @@ def test_restoring_twice_restores_nothing_and_says_so(tmp_path: Path) -> None:
     assert json.loads(by_uri.stdout)["objects"] == []
     nothing = setup.restore(doc["plan_id"], "--uri", f"{storage.as_uri()}/elsewhere/", code=2)
     assert "nothing removed under" in nothing.stderr
+    # a folder without its closing slash is the folder (it was "nothing removed under")
+    folder = setup.restore(doc["plan_id"], "--uri", f"{storage.as_uri()}/{RUN.rstrip('/')}")
+    assert f"objects under {storage.as_uri()}/{RUN.rstrip('/')} were restored already" in (
+        folder.stderr
+    )
+    half = setup.restore(doc["plan_id"], "--uri", f"{storage.as_uri()}/run", code=2)
+    assert "nothing removed under" in half.stderr  # (`run` is not the folder `runs/`)
     assert snapshot(storage) == after
 
 

@@ -74,6 +74,8 @@ def memory_root() -> Iterator[str]:
         ("file:///data/ckpts", "file:///data/ckpts/"),
         ("file://localhost/data", "file:///data/"),
         ("file:/data/ckpts", "file:///data/ckpts/"),  # RFC 8089's form without a host
+        ("file:////data/ckpts", "file:///data/ckpts/"),  # (POSIX keeps `//`: one root, 2 URLs)
+        ("//data/ckpts", "file:///data/ckpts/"),
         ("/", "file:///"),
     ],
 )
@@ -540,6 +542,8 @@ def test_a_password_in_a_root_url_is_refused_and_never_echoed() -> None:
         ("file:///data/x.pt", "file:///data/x.pt"),
         ("file://localhost/data/x.pt", "file:///data/x.pt"),
         ("file:/data/x.pt", "file:///data/x.pt"),
+        ("file:////data/x.pt", "file:///data/x.pt"),
+        ("//data/runs/", "file:///data/runs/"),
     ],
 )
 def test_typed_url_keeps_what_was_typed_as_a_full_url(typed: str, expected: str) -> None:
