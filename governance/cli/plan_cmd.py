@@ -230,8 +230,10 @@ def _write_report(made: Plan, fmt: str, path: Path) -> None:
     """The report written as it renders (a large plan's JSON or CSV is hundreds of
     megabytes: never held whole). A regular file is written beside itself and renamed
     over, so a failed or interrupted write leaves what was there; anything else (a pipe,
-    a device) is written to directly."""
-    from governance.errors import ArgumentError
+    a device) is written to directly. The plan is saved by then: a write that fails
+    now (a full disk; `--out` was checked before planning) is a failed operation, exit
+    1, naming the plan and how to write its report again."""
+    from governance.errors import OutputError
     from governance.report import write_report
 
     try:
@@ -242,7 +244,10 @@ def _write_report(made: Plan, fmt: str, path: Path) -> None:
             return
         _replace_with_report(made, fmt, path)
     except OSError as exc:
-        raise ArgumentError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
+        raise OutputError(
+            f"--out {path}: cannot write: {exc.strerror or exc}; plan {made.plan_id} is "
+            f"saved: `govern show {made.plan_id} --format {fmt} > FILE` writes its report"
+        ) from exc
 
 
 def _replace_with_report(made: Plan, fmt: str, path: Path) -> None:

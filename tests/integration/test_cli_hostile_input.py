@@ -192,3 +192,27 @@ def test_a_busy_timeout_too_large_to_wait_is_refused(demo: tuple[str, str, Path]
     assert "GOVERN_SQLITE_BUSY_TIMEOUT='1e20': not a positive number of seconds up to" in (
         result.stderr
     )
+
+
+def test_a_report_that_cannot_be_written_after_the_plan_is_saved_says_so(
+    demo: tuple[str, str, Path],
+) -> None:
+    """`--out` is checked before planning; a disk that fills while the report is written
+    (a link to /dev/full here) is a failed operation, exit 1, not bad input: the plan is
+    saved, and the message says how to write its report again."""
+    catalog, _, base = demo
+    out = base.parent / "full.json"
+    out.symlink_to("/dev/full")
+    before = _plan_count(catalog)
+    result = CliRunner().invoke(
+        cli,
+        ["--catalog", catalog, "plan", "--policy", str(base / "retention.yaml"), "--no-scan",
+         "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.stderr
+    assert _plan_count(catalog) == before + 1
+    plan_id = result.stderr.split("saved plan ", 1)[1].split(" ", 1)[0]
+    assert result.stderr.strip().endswith(
+        f"--out {out}: cannot write: No space left on device; plan {plan_id} is saved: "
+        f"`govern show {plan_id} --format json > FILE` writes its report"
+    )
