@@ -49,7 +49,7 @@ from governance.apply.types import (
 from governance.approval import veto_of
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
-from governance.errors import CatalogError, RefusedError
+from governance.errors import CatalogError, RefusedError, StorageError
 from governance.interrupts import release_frames, stop_between_steps
 from governance.plan.types import (
     ActionType,
@@ -172,6 +172,7 @@ def apply_plan(
             _open_stores(header.scans, stores)
             checks.start()
             scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
+            _require_roots(plan_id, scan.acting_roots, stores)
             _refuse_unsafe_modes(
                 plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
             )
@@ -604,6 +605,23 @@ def _open_stores(roots: Iterable[str], stores: StoreFactory) -> None:
             stores(root)
         except Exception:
             log.debug("opening %s ahead of its first use failed", root, exc_info=True)
+
+
+def _require_roots(plan_id: str, roots: Iterable[str], stores: StoreFactory) -> None:
+    """Refuse, before any action, a plan whose root is not there (an unmounted volume, a
+    folder moved, a bucket gone): each of its objects read as vanished, every action was
+    skipped as stale and the plan left partially applied, with nothing applied. One
+    listing of each root the plan acts on."""
+    for root in sorted(roots):
+        try:
+            stores(root).check()
+        except StorageError as exc:
+            reason = str(exc).removeprefix(f"{root}: ")
+            raise type(exc)(
+                root,
+                f"{reason}: plan {plan_id} acts on it, and nothing was applied (an unmounted "
+                "volume? a moved folder?); make it reachable, then apply again",
+            ) from exc
 
 
 def _refuse_unsafe_modes(

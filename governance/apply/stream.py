@@ -120,6 +120,7 @@ class PlanScan:
     total: int = 0
     not_run: list[int] = field(default_factory=list)
     removing_roots: set[str] = field(default_factory=set)
+    acting_roots: set[str] = field(default_factory=set)  # roots of the actions that run
     digests: IdTable = field(init=False)
 
     def __post_init__(self) -> None:
@@ -131,7 +132,9 @@ class PlanScan:
         self.digests[action.id] = _digest(text)
         if self.only_non_destructive and action.destructive:
             self.not_run.append(action.id)
-        elif removes_objects(action):
+            return
+        self.acting_roots.add(action.artifact.root_url)
+        if removes_objects(action):
             self.removing_roots.add(action.artifact.root_url)
 
     def verify_all(self, actions: Iterable[PlannedAction]) -> None:
