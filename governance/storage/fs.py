@@ -633,13 +633,26 @@ def _open_filesystem(
         raise ArgumentError(
             f"storage URL {url!r}: the {protocol}:// filesystem is not installed ({exc})"
         ) from exc
-    except OSError as exc:  # its server cannot be reached, or refuses (FTP, SFTP, HDFS)
-        raise translate(url, exc) from exc
+    except OSError as exc:
+        if exc.errno is not None and exc.errno not in _NOT_THE_URLS:
+            raise translate(url, exc) from exc  # its server cannot be reached, or refuses
+        # a library it needs is missing (HDFS: "Unable to load libjvm", then a line per
+        # place looked in), or the URL names no archive (`zip://x`: the folder)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ArgumentError(
+            f"storage URL {url!r}: the {protocol}:// filesystem cannot be opened from "
+            f"this URL here ({first})"
+        ) from exc
     except Exception as exc:  # it needs what neither the URL nor govern gives it
         raise ArgumentError(
             f"storage URL {url!r}: the {protocol}:// filesystem cannot be opened from "
             f"this URL ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+_NOT_THE_URLS = frozenset({errno.ENOENT, errno.EISDIR, errno.ENOTDIR})
+"""A filesystem that fails to open with these names no place the URL gave (an archive
+filesystem given no archive): bad input, not an unreachable store."""
 
 
 _NO_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS})

@@ -469,6 +469,10 @@ def test_a_filesystem_url_gives_its_host_and_port_and_fails_in_one_clear_error()
     assert not isinstance(err.value, ArgumentError)
     with pytest.raises(ArgumentError, match="github:// filesystem cannot be opened"):
         open_store(normalize_url("github://x/y"))
+    # an archive filesystem given no archive (it opened the current folder): exit 2, not
+    # "IsADirectoryError" as a store that failed
+    with pytest.raises(ArgumentError, match=r"zip:// filesystem cannot be opened .*Is a dir"):
+        open_store(normalize_url("zip://x"))
 
 
 def test_dot_dot_after_a_symbolic_link_is_read_as_the_os_reads_it(
