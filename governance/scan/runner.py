@@ -222,9 +222,7 @@ def _scan_rows(
     except BaseException as exc:
         if committed:  # the scan is complete (or superseded) as written: so it stays
             raise
-        reason = (
-            "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
-        )
+        reason = _failure_words(exc)
         try:
             finish_scan(
                 engine,
@@ -277,6 +275,18 @@ def _other_complete_scan(conn: Connection, root_id: int, scan_id: int) -> int | 
         select(func.max(s.id)).where(s.root_id == root_id, s.status == "complete", s.id != scan_id)
     ).scalar()
     return int(found) if found is not None else None
+
+
+def _failure_words(exc: BaseException) -> str:
+    """What a failed scan's row says of its failure: the database's own words for a
+    catalog error, without the SQL statement and the link SQLAlchemy adds to them."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        return f"catalog failed: {exc.orig}"
+    return str(exc) or type(exc).__name__
 
 
 def _record_object_lock(engine: Engine, root_id: int, store: Store) -> None:

@@ -112,6 +112,20 @@ def test_a_catalog_damaged_in_the_middle_is_a_catalog_error(catalog: tuple[str, 
     assert path.read_bytes() == data
 
 
+def test_a_scan_failed_by_a_damaged_catalog_records_the_databases_words(
+    catalog: tuple[str, Path],
+) -> None:
+    """The scan's row (made when it began) is finished as failed, saying what the
+    database said: not SQLAlchemy's text with the statement and a web link in it."""
+    url, path = catalog
+    _garble_objects(path)
+    storage = path.with_name("storage")
+    _bad_input(_run(url, "scan", "--root", str(storage)), url, "database disk image is malformed")
+    with sqlite3.connect(path) as db:
+        status, error = db.execute("SELECT status, error FROM scans ORDER BY id DESC").fetchone()
+    assert (status, error) == ("failed", "catalog failed: database disk image is malformed")
+
+
 def _garble_objects(path: Path) -> bytes:
     """The catalog with the pages of its objects table and their indexes garbage (the
     schema and version pages whole: it opens); what the file now holds."""
