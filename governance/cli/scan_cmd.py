@@ -138,8 +138,36 @@ def scan(
             click.echo(f"note: {links_note(s)}", err=True)
         if s.unreadable_names and not app.settings.quiet:
             click.echo(f"note: {unreadable_names_note(s)}", err=True)
+    if summaries and not app.settings.quiet:
+        for note in nested_roots_notes(app, [s.root for s in summaries]):
+            click.echo(f"note: {note}", err=True)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
+
+
+def nested_roots_notes(app: AppContext, scanned: list[str]) -> list[str]:
+    """A root just scanned that lies inside another root of the catalog, or holds one (a
+    policy whose storage moved to a subfolder): both hold its objects, and `ls` lists
+    them under each. Plans are not misled (they read the policy's roots alone), so this
+    is a note, not a refusal."""
+    from governance.catalog.roots import list_roots
+    from governance.storage import real_place
+
+    known = {root.url: real_place(root.url) for root in list_roots(app.engine)}
+    notes = []
+    for url in scanned:
+        here = real_place(url)
+        for other, there in sorted(known.items()):
+            if other == url:
+                continue
+            if here.startswith(there) or there.startswith(here):
+                inside = "lies inside" if here.startswith(there) else "holds"
+                notes.append(
+                    f"root {url} {inside} root {other}, which the catalog holds from an "
+                    "earlier scan: `govern ls` lists their shared objects under both (plans "
+                    "read only the policy's roots)"
+                )
+    return notes
 
 
 def warn_of(text: str) -> None:

@@ -43,3 +43,25 @@ def test_roots_side_by_side_are_scanned(tmp_path: Path) -> None:
     for name in ("ab", "a"):  # `a` is a prefix of `ab`'s name, not a folder above it
         (tmp_path / name).mkdir()
     assert _scan(tmp_path, str(tmp_path / "ab"), str(tmp_path / "a")) == (0, "")
+
+
+def test_a_root_nested_in_one_scanned_before_is_scanned_with_a_note(tmp_path: Path) -> None:
+    """Across scans (a policy whose storage moved to a subfolder) the catalog holds both:
+    allowed, since plans read the policy's roots alone, but said, since `ls` lists the
+    shared objects under each."""
+    outer, inner = tmp_path / "two", tmp_path / "two" / "a"
+    inner.mkdir(parents=True)
+    (inner / "f.bin").write_bytes(b"x")
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    first = CliRunner().invoke(cli, ["--catalog", catalog, "scan", "--root", str(outer)])
+    assert first.exit_code == 0
+    assert "note: root" not in first.stderr
+    second = CliRunner().invoke(cli, ["--catalog", catalog, "scan", "--root", str(inner)])
+    assert second.exit_code == 0, second.stderr
+    assert (
+        f"note: root {inner.as_uri()}/ lies inside root {outer.as_uri()}/, which the catalog "
+        "holds from an earlier scan"
+    ) in second.stderr
+    third = CliRunner().invoke(cli, ["--catalog", catalog, "scan", "--root", str(outer)])
+    assert f"note: root {outer.as_uri()}/ holds root {inner.as_uri()}/" in third.stderr
+    assert _scan(tmp_path, str(inner))[1] == ""  # (-q: no notes)
