@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections import deque
@@ -49,7 +50,7 @@ from governance.apply.types import (
 from governance.approval import veto_of
 from governance.catalog.engine import page_cache
 from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
-from governance.errors import CatalogError, RefusedError, StorageError
+from governance.errors import CatalogError, NoSuchRootError, RefusedError, StorageError
 from governance.interrupts import release_frames, stop_between_steps
 from governance.plan.types import (
     ActionType,
@@ -172,7 +173,8 @@ def apply_plan(
             _open_stores(header.scans, stores)
             checks.start()
             scan = scan_plan(engine, header, only_non_destructive=only_non_destructive)
-            _require_roots(plan_id, scan.acting_roots, stores)
+            first = journal.first_started(engine, plan_id, execution_id) is None
+            _require_roots(plan_id, scan.acting_roots, stores, first=first)
             _refuse_unsafe_modes(
                 plan_id, scan.removing_roots, config, stores, yes=yes, dry_run=dry_run, notes=notes
             )
@@ -607,14 +609,21 @@ def _open_stores(roots: Iterable[str], stores: StoreFactory) -> None:
             log.debug("opening %s ahead of its first use failed", root, exc_info=True)
 
 
-def _require_roots(plan_id: str, roots: Iterable[str], stores: StoreFactory) -> None:
+def _require_roots(
+    plan_id: str, roots: Iterable[str], stores: StoreFactory, *, first: bool
+) -> None:
     """Refuse, before any action, a plan whose root is not there (an unmounted volume, a
     folder moved, a bucket gone): each of its objects read as vanished, every action was
     skipped as stale and the plan left partially applied, with nothing applied. One
-    listing of each root the plan acts on."""
+    listing of each root the plan acts on. On the plan's `first` apply a local root that
+    is an empty folder is refused too: the mount point of a volume not mounted is one
+    (an apply resumed after one that removed all of a root's objects finds it empty)."""
     for root in sorted(roots):
         try:
             stores(root).check()
+            local = root.startswith("file://")
+            if first and local and _empty_folder(root[len("file://") :]):
+                raise NoSuchRootError(root, "is an empty folder")
         except StorageError as exc:
             reason = str(exc).removeprefix(f"{root}: ")
             raise type(exc)(
@@ -622,6 +631,11 @@ def _require_roots(plan_id: str, roots: Iterable[str], stores: StoreFactory) -> 
                 f"{reason}: plan {plan_id} acts on it, and nothing was applied (an unmounted "
                 "volume? a moved folder?); make it reachable, then apply again",
             ) from exc
+
+
+def _empty_folder(path: str) -> bool:
+    with os.scandir(path) as entries:
+        return next(entries, None) is None
 
 
 def _refuse_unsafe_modes(

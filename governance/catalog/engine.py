@@ -284,7 +284,7 @@ def create_schema(engine: Engine) -> None:
     from sqlalchemy import Column, MetaData, PrimaryKeyConstraint, String, Table
     from sqlmodel import SQLModel
 
-    from governance.catalog import schema  # noqa: F401  (registers every table)
+    from governance.catalog.schema import TABLES
 
     version = Table(
         "alembic_version",
@@ -293,7 +293,7 @@ def create_schema(engine: Engine) -> None:
         PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
     )
     with engine.begin() as conn:
-        SQLModel.metadata.create_all(conn)
+        SQLModel.metadata.create_all(conn, tables=list(TABLES))
         byte_order_index(conn)
         version.create(conn)
         conn.execute(version.insert().values(version_num=SCHEMA_REVISION))
@@ -409,11 +409,9 @@ def _require_every_table(engine: Engine, url: str) -> None:
     """Refuse a catalog at this schema that lacks one of its tables (dropped by hand, a
     restore of part of a dump): commands that never touch that table went on writing to
     it (a scan), and `audit --verify` said OK. One look at the table names."""
-    from sqlmodel import SQLModel
+    from governance.catalog.schema import TABLES
 
-    from governance.catalog import schema  # noqa: F401  (registers every table)
-
-    missing = sorted(set(SQLModel.metadata.tables) - set(inspect(engine).get_table_names()))
+    missing = sorted({t.name for t in TABLES} - set(inspect(engine).get_table_names()))
     if missing:
         raise CatalogError(
             f"catalog {safe_url(url)} is at schema {SCHEMA_REVISION} but lacks the table"

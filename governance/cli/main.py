@@ -19,7 +19,7 @@ import click
 
 from governance import __version__
 from governance.cli.context import AppContext
-from governance.cli.output import guard_std_streams
+from governance.cli.output import guard_std_streams, output_failure
 from governance.errors import CatalogError, GovernanceError, PolicyError
 from governance.settings import build_settings
 from governance.wording import shown
@@ -152,16 +152,30 @@ def main(argv: list[str] | None = None) -> Any:
     if undecodable is not None:
         click.echo(f"error: {undecodable}", err=True)
         sys.exit(2)
-    return cli.main(args=argv, prog_name="govern")
+    try:
+        return cli.main(args=argv, prog_name="govern")
+    except SystemExit as done:
+        failure = output_failure()
+        if failure is not None and not done.code:  # (a failed write that was swallowed)
+            click.echo(f"error: {failure}", err=True)
+            sys.exit(1)
+        raise
+
+
+_TEXT_SETTINGS = ("GOVERN_CATALOG_URL", "GOVERN_USER")
+"""Environment settings read as text, as arguments are."""
 
 
 def _undecodable(args: list[str]) -> str | None:
-    """What is wrong with the first argument that is not UTF-8 text (the OS hands Python
-    its bytes as lone surrogates, which no catalog, JSON or terminal can hold), else None."""
-    for arg in args:
-        if any("\udc80" <= c <= "\udcff" for c in arg):
-            typed = os.fsencode(arg).decode("utf-8", "backslashreplace")
-            return f"argument '{shown(typed)}' is not valid UTF-8: every argument is read as text"
+    """What is wrong with the first argument (or text setting) that is not UTF-8 (the OS
+    hands Python its bytes as lone surrogates, which no catalog, JSON or terminal can
+    hold), else None."""
+    given = [("argument", arg) for arg in args]
+    given += [(name, os.environ[name]) for name in _TEXT_SETTINGS if name in os.environ]
+    for what, text in given:
+        if any("\udc80" <= c <= "\udcff" for c in text):
+            typed = shown(os.fsencode(text).decode("utf-8", "backslashreplace"))
+            return f"{what} '{typed}' is not valid UTF-8: it is read as text"
     return None
 
 

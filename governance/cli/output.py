@@ -26,7 +26,7 @@ class GivenPath(click.Path):
     format of ."; `--policy ""`: "cannot read policy file .: Is a directory")."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value.strip():
+        if isinstance(value, str) and not value:  # (" " is a name a file may have)
             self.fail(f"{value!r} is empty: give a path", param, ctx)
         return super().convert(value, param, ctx)
 
@@ -101,8 +101,11 @@ class ReaderSafeStream:
         self._stream = stream
         self._name = name
         self.reader_gone = False
+        self.failure: OutputError | None = None  # a write that failed (see `_failed`)
 
     def write(self, text: str) -> int:
+        if isinstance(text, str) and not text:  # click probes a stream with an empty write
+            return 0  # and swallows its error (its `b""` probe must reach the stream)
         if not self.reader_gone:
             try:
                 return self._stream.write(text)
@@ -126,7 +129,8 @@ class ReaderSafeStream:
         later write or the flush at exit raises again, and one error for the command to
         end with (exit 1), not a traceback."""
         self._silence()
-        return OutputError(f"cannot write to {self._name}: {exc.strerror or exc}")
+        self.failure = OutputError(f"cannot write to {self._name}: {exc.strerror or exc}")
+        return self.failure
 
     def _silence(self) -> None:
         self.reader_gone = True
@@ -145,6 +149,16 @@ def guard_std_streams() -> None:
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, ReaderSafeStream):
             setattr(sys, name, ReaderSafeStream(stream, words))
+
+
+def output_failure() -> OutputError | None:
+    """The first failed write to stdout or stderr, if any: a command that caught it on the
+    way (a library that swallows a write's error) must not end with exit 0."""
+    for stream in (sys.stdout, sys.stderr):
+        failure = getattr(stream, "failure", None)
+        if isinstance(failure, OutputError):
+            return failure
+    return None
 
 
 def reader_gone(stream: object) -> bool:

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import os
 import shutil
+import socket
 import stat
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -634,7 +635,8 @@ def _open_filesystem(
             f"storage URL {url!r}: the {protocol}:// filesystem is not installed ({exc})"
         ) from exc
     except OSError as exc:
-        if exc.errno is not None and exc.errno not in _NOT_THE_URLS:
+        reached = isinstance(exc, TimeoutError | ConnectionError | socket.gaierror)
+        if reached or (exc.errno is not None and exc.errno not in _NOT_THE_URLS):
             raise translate(url, exc) from exc  # its server cannot be reached, or refuses
         # a library it needs is missing (HDFS: "Unable to load libjvm", then a line per
         # place looked in), or the URL names no archive (`zip://x`: the folder)

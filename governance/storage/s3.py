@@ -748,6 +748,10 @@ class S3Store:
             dest._transfer.multipart_chunksize,
             _TRANSFER_THREADS,
             if_absent,
+            # onto itself (a transition in place): only while it is still the object seen
+            seen.etag
+            if (dest.bucket, dest.prefix + dest_key) == (self.bucket, source["Key"])
+            else None,
         )
         try:
             done = copy_in_parts(dest._client, source, job)

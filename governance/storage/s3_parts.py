@@ -17,7 +17,7 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
     from mypy_boto3_s3.type_defs import CopySourceTypeDef
+
+log = logging.getLogger(__name__)
 
 MIN_PART_BYTES = 5 * 1024**2
 """S3's smallest part (all but the last)."""
@@ -46,7 +48,9 @@ class PartsCopy:
     args: Mapping[str, Any] = field(default_factory=dict)
     part_bytes: int = 256 * 1024**2 // 4
     threads: int = 8
-    if_absent: bool = False
+    if_absent: bool = False  # complete only where no object is at the key
+    if_match: str | None = None  # complete only while the key holds this ETag (a copy onto
+    # itself: a write landing after the last part's check is not replaced by old bytes)
 
 
 def part_ranges(size: int, part_bytes: int) -> list[tuple[int, int]]:
@@ -89,11 +93,23 @@ def copy_in_parts(client: S3Client, source: CopySourceTypeDef, job: PartsCopy) -
         completion: dict[str, Any] = {"MultipartUpload": {"Parts": parts}}
         if job.if_absent:
             completion["IfNoneMatch"] = "*"
+        if job.if_match:
+            completion["IfMatch"] = f'"{job.if_match.strip(chr(34))}"'
         done = client.complete_multipart_upload(
             Bucket=job.dest_bucket, Key=job.dest_key, UploadId=upload, **completion
         )
     except BaseException:
-        with contextlib.suppress(Exception):
+        try:
             client.abort_multipart_upload(Bucket=job.dest_bucket, Key=job.dest_key, UploadId=upload)
+        except Exception as exc:  # (the copy's own error is the one raised)
+            log.warning(
+                "s3://%s/%s: the failed copy's multipart upload %s could not be aborted (%s): "
+                "its parts stay billed until it is (an AbortIncompleteMultipartUpload "
+                "lifecycle rule, or `aws s3api abort-multipart-upload`)",
+                job.dest_bucket,
+                job.dest_key,
+                upload,
+                exc,
+            )
         raise
     return dict(done)

@@ -36,3 +36,24 @@ def test_an_unmounted_root_refuses_the_apply_and_leaves_the_plan_approved(
     assert snapshot(storage) == before
     assert setup.apply(doc["plan_id"]).exit_code == 0
     assert setup.status(doc["plan_id"]) == "applied"
+
+
+def test_a_root_that_is_an_empty_mount_point_refuses_the_apply(tmp_path: Path) -> None:
+    """The root is the mount point itself: with the volume not mounted it is an empty
+    folder, which a listing alone finds in order."""
+    setup, storage = build(tmp_path)
+    doc = setup.plan()
+    away = storage.with_name("storage-unmounted")
+    storage.rename(away)
+    storage.mkdir()  # the bare mount point
+
+    refused = setup.apply(doc["plan_id"], code=2)
+
+    assert refused.stderr.startswith(
+        f"error: {storage.as_uri()}/: is an empty folder: plan {doc['plan_id']} acts on it, "
+        "and nothing was applied (an unmounted volume? a moved folder?)"
+    )
+    assert setup.status(doc["plan_id"]) == "approved"
+    storage.rmdir()
+    away.rename(storage)
+    assert setup.apply(doc["plan_id"]).exit_code == 0

@@ -65,20 +65,31 @@ def test_an_argument_that_is_not_utf8_is_named_not_a_traceback(
         done = _run("--catalog", catalog, *args)
         assert done.returncode == 2, done.stderr
         assert b"Traceback" not in done.stderr
-        assert b"is not valid UTF-8: every argument is read as text" in done.stderr
+        assert b"is not valid UTF-8: it is read as text" in done.stderr
     assert _plan_count(catalog) == 1
     shown = _run("--catalog", catalog, "show", plan_id, env={"GOVERN_USER": "a\udcff"})
     assert shown.returncode == 2
-    assert b"GOVERN_USER 'a\\xff': the acting identity is not valid UTF-8" in shown.stderr
+    assert shown.stderr == b"error: GOVERN_USER 'a\\xff' is not valid UTF-8: it is read as text\n"
+    catalog_env = _run("plans", env={"GOVERN_CATALOG_URL": "sqlite:////tmp/\udcff.db"})
+    assert catalog_env.returncode == 2
+    assert b"GOVERN_CATALOG_URL 'sqlite:////tmp/\\xff.db' is not valid UTF-8" in catalog_env.stderr
 
 
 def test_a_full_disk_on_stdout_is_one_error_exit_1(demo: tuple[str, str, Path]) -> None:
     catalog, plan_id, _ = demo
-    for args in (["plans"], ["show", plan_id, "--format", "json"]):
+    policy = str(demo[2] / "retention.yaml")
+    for args in (
+        ["plans"],
+        ["show", plan_id, "--format", "json"],
+        ["audit", "--verify"],  # (click.echo probes the stream first, and swallowed that)
+        ["policy", "validate", policy],
+    ):
         with open("/dev/full", "wb") as full:
             done = _run("--catalog", catalog, *args, stdout=full)
         assert done.returncode == 1, done.stderr
-        assert done.stderr == b"error: cannot write to standard output: No space left on device\n"
+        errors = [line for line in done.stderr.splitlines() if line.startswith(b"error:")]
+        assert errors == [b"error: cannot write to standard output: No space left on device"]
+        assert b"Traceback" not in done.stderr
 
 
 def test_an_escape_sequence_in_an_argument_is_shown_escaped_in_the_error(tmp_path: Path) -> None:

@@ -149,3 +149,58 @@ def test_parts_cover_the_object_within_s3s_limits(size: int, wanted: int) -> Non
 def test_an_object_no_upload_can_hold_is_refused() -> None:
     with pytest.raises(ValueError, match="over 10,000 parts of 5 GiB"):
         part_ranges(MAX_PARTS * MAX_PART_BYTES + 1, 0)
+
+
+def test_a_copy_in_parts_onto_itself_completes_only_over_the_object_seen(
+    moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """A transition in place of a large object: its completion carries `If-Match` with
+    the ETag the HEAD saw, so S3 refuses it (PreconditionFailed, and the upload is
+    aborted as for any failure) when a run rewrote the key after the last part's check,
+    and that write is not replaced by the old bytes. moto ignores `If-Match` there: what
+    is sent is what this checks. A copy to another key carries none."""
+    s3_client.put_object(Bucket=s3_bucket, Key="runs/big.pt", Body=b"b" * SIZE)
+    seen = s3_client.head_object(Bucket=s3_bucket, Key="runs/big.pt")["ETag"]
+    source, dest = _stores(moto_server, s3_bucket)
+    calls = _calls(source)
+    assert source.copy("big.pt", source, "big.pt", storage_class="STANDARD_IA", size=SIZE).ok
+    [complete] = [p for name, p in calls if name == "CompleteMultipartUpload"]
+    assert complete["IfMatch"] == seen
+    elsewhere = _calls(dest)
+    assert source.copy("big.pt", dest, "big.pt", size=SIZE).ok
+    [complete] = [p for name, p in elsewhere if name == "CompleteMultipartUpload"]
+    assert "IfMatch" not in complete
+
+
+def test_an_upload_that_cannot_be_aborted_is_named_in_a_warning(
+    moto_server: str, s3_client: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its parts stay billed until someone aborts it: a role without
+    s3:AbortMultipartUpload must not leave that unsaid (S3's answers given here)."""
+    s3_client.put_object(Bucket=s3_bucket, Key="runs/big.pt", Body=b"b" * SIZE)
+    source, dest = _stores(moto_server, s3_bucket)
+
+    def answer(code: str, status: int) -> Any:
+        error = {"Code": code, "Message": code}
+        return AWSResponse("http://s3", status, {}, None), {
+            "Error": error,
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+
+    dest._client.meta.events.register(
+        "before-call.s3.UploadPartCopy", lambda **_: answer("PreconditionFailed", 412)
+    )
+    dest._client.meta.events.register(
+        "before-call.s3.AbortMultipartUpload", lambda **_: answer("AccessDenied", 403)
+    )
+    with caplog.at_level("WARNING", logger="governance.storage.s3_parts"):
+        result = source.copy("big.pt", dest, "big.pt", size=SIZE)
+    assert "PreconditionFailed" in (result.error or "")
+    [upload] = s3_client.list_multipart_uploads(Bucket=s3_bucket)["Uploads"]
+    [warning] = caplog.messages
+    assert warning.startswith(
+        f"s3://{s3_bucket}/q/big.pt: the failed copy's multipart upload {upload['UploadId']} "
+        "could not be aborted"
+    )
+    assert "AccessDenied" in warning
+    s3_client.abort_multipart_upload(Bucket=s3_bucket, Key="q/big.pt", UploadId=upload["UploadId"])

@@ -194,3 +194,33 @@ def test_commands_opening_a_new_catalog_at_once_all_succeed(catalog_url: str) ->
             engine.dispose()
         if not url.startswith("sqlite"):
             break  # (one schema: made once, the later rounds would find it made)
+
+
+def test_an_application_s_own_sqlmodel_tables_stay_out_of_the_catalog(tmp_path: Path) -> None:
+    """SQLModel's metadata is the process's: an application embedding govern may define
+    tables there. A catalog held them, and every open refused a catalog without them as
+    damaged. In a process of its own (the table would stay in this one's metadata)."""
+    import subprocess
+    import sys
+
+    script = f"""
+from sqlmodel import Field, SQLModel
+from sqlalchemy import inspect
+
+class Thing(SQLModel, table=True):
+    __tablename__ = "my_app_thing"
+    id: int | None = Field(default=None, primary_key=True)
+
+from governance.catalog.engine import open_engine
+for name in ("a.db", "b.db"):
+    engine = open_engine("sqlite:///{tmp_path}/" + name)
+    assert "my_app_thing" not in inspect(engine).get_table_names()
+    engine.dispose()
+engine = open_engine("sqlite:///{tmp_path}/a.db", create=False)  # (opened again: not damaged)
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -132,8 +132,9 @@ def test_an_empty_value_in_block_style_is_placed_at_its_key(tmp_path: Path) -> N
 
 
 def test_an_empty_list_item_is_placed_at_its_dash(tmp_path: Path) -> None:
-    """ruamel places `-` alone one column past its dash (past the line's end); an item
-    given (`- null`, `[null]`) is placed at itself."""
+    """ruamel places `-` alone one column past its dash (past the line's end): an empty
+    item of a block list (`-`, or `- null`) is placed at its dash; one in a flow list
+    (`[x, null]`) at itself."""
     found = problems(
         tmp_path,
         """\

@@ -15,7 +15,7 @@ from governance.errors import AccessDeniedError, ArgumentError, NoSuchRootError,
 from governance.storage import normalize_url, open_store, typed_url
 from governance.storage.base import Store
 from governance.storage.errors import KeyNotFoundError
-from governance.storage.fs import FsspecStore
+from governance.storage.fs import FsspecStore, _open_filesystem
 
 
 def write(root: Path, key: str, data: bytes = b"x") -> Path:
@@ -469,6 +469,14 @@ def test_a_filesystem_url_gives_its_host_and_port_and_fails_in_one_clear_error()
     assert not isinstance(err.value, ArgumentError)
     with pytest.raises(ArgumentError, match="github:// filesystem cannot be opened"):
         open_store(normalize_url("github://x/y"))
+    # a server that answers nothing (a timeout: no errno) is unreachable, not a bad URL
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)  # accepts, never greets
+        quiet = silent.getsockname()[1]
+        with pytest.raises(StorageError, match="unreachable") as timed_out:
+            _open_filesystem(f"ftp://127.0.0.1:{quiet}/x/", "ftp", {"timeout": 1})
+    assert not isinstance(timed_out.value, ArgumentError)
     # an archive filesystem given no archive (it opened the current folder): exit 2, not
     # "IsADirectoryError" as a store that failed
     with pytest.raises(ArgumentError, match=r"zip:// filesystem cannot be opened .*Is a dir"):
