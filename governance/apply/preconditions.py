@@ -426,6 +426,8 @@ def _check_one(
             check.already.append(obj)  # in its class already (copied onto itself)
             check.copied_before.append((obj, state))
             continue
+        if change is None and target_class is not None:
+            change = _class_moved(obj, state)
         if change:
             problems.append(f"{obj.key} {change}")
         else:
@@ -570,6 +572,18 @@ def _changed(obj: ObjectRef, state: ObjectState) -> str | None:
         # a new version too); the plan judged the old one's age (protect.min_age, expiry)
         return "was re-uploaded (modification time differs)"
     return None
+
+
+def _class_moved(obj: ObjectRef, state: ObjectState) -> str | None:
+    """For a copy onto itself (a transition, an archive by class): the object is in
+    another class than the plan saw, moved since (a bucket lifecycle rule keeps its ETag
+    and time). Copied on, it left GLACIER_IR for the warmer STANDARD_IA the plan named,
+    a rewrite nobody approved, with a retrieval and an early-deletion charge."""
+    planned = obj.storage_class or "STANDARD"
+    now = state.storage_class or "STANDARD"
+    if planned == now:
+        return None
+    return f"was moved from {planned} to {now} (by a lifecycle rule?)"
 
 
 def _second(moment: datetime) -> int:

@@ -42,3 +42,38 @@ def test_a_log_rewritten_in_the_target_class_is_stale_not_done_already(
     assert etag != head["ETag"].strip('"') or copy_us == int(
         head["LastModified"].timestamp() * 1_000_000
     )
+
+
+def test_a_log_a_lifecycle_rule_moved_to_another_class_is_stale_not_copied_back(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """A bucket lifecycle rule moves the planned log to GLACIER_IR between plan and
+    apply; S3 keeps its ETag and time. Copied onto itself as planned, it left GLACIER_IR
+    for the warmer STANDARD_IA: a rewrite nobody approved, with a retrieval and an
+    early-deletion charge. Moved in moto's backend, as a lifecycle rule would."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    upload_tree(s3_bucket)
+    setup = make_setup(tmp_path, moto_server, s3_bucket)
+    doc = setup.plan()
+    [step] = [a for a in doc["actions"] if a["artifact"]["uri"].endswith(LOG)]
+    assert (step["action"], step["storage_class"]) == ("transition", "STANDARD_IA")
+    before = s3_client.head_object(Bucket=s3_bucket, Key=LOG)
+    for version in s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets[s3_bucket].keys.getlist(LOG):
+        version._storage_class = "GLACIER_IR"
+
+    report = json.loads(setup.apply(doc["plan_id"], code=None).stdout)
+
+    [mine] = [r for r in report["results"] if r["artifact_uri"].endswith(LOG)]
+    assert mine["outcome"] == "skipped", mine
+    assert mine["reason"] == (
+        f"stale: {LOG} was moved from STANDARD to GLACIER_IR (by a lifecycle rule?) since the "
+        "plan was made"
+    )
+    after = s3_client.head_object(Bucket=s3_bucket, Key=LOG)
+    assert (after["StorageClass"], after["ETag"], after["LastModified"]) == (
+        "GLACIER_IR",
+        before["ETag"],
+        before["LastModified"],
+    )
