@@ -710,15 +710,10 @@ class S3Store:
                     **extra,
                 )
             except Exception as exc:
-                # PreconditionFailed answers both conditions: the source's ETag, the key
-                # taken. Only an object at the key now says which. A conditional write
-                # racing another one to the key is ConditionalRequestConflict.
-                code = (client_error_code(exc) or ("",))[0]
-                if if_absent and code == _RACED_CODE:
-                    what = "was being written by another writer as the copy ran"
-                    raise KeyOccupiedError(dest.uri(dest_key), what) from exc
-                if if_absent and code == _CHANGED_CODE and dest._holds(dest_key):
-                    raise KeyOccupiedError(dest.uri(dest_key)) from exc
+                if if_absent:
+                    taken = dest._taken(dest_key, exc)
+                    if taken is not None:
+                        raise taken from exc
                 raise
             made = answer.get("CopyObjectResult") or {}
             when = made.get("LastModified")
@@ -756,13 +751,10 @@ class S3Store:
         try:
             done = copy_in_parts(dest._client, source, job)
         except Exception as exc:
-            code = (client_error_code(exc) or ("",))[0]
-            completing = getattr(exc, "operation_name", "") == "CompleteMultipartUpload"
-            if if_absent and code == _CHANGED_CODE and completing:
-                raise KeyOccupiedError(dest.uri(dest_key)) from exc
-            if if_absent and code == _RACED_CODE:
-                what = "was being written by another writer as the copy ran"
-                raise KeyOccupiedError(dest.uri(dest_key), what) from exc
+            if if_absent:
+                taken = dest._taken(dest_key, exc)
+                if taken is not None:
+                    raise taken from exc
             raise
         # the completion names no time: what it wrote is asked (one HEAD; the copy is done
         # either way, so a failed HEAD only leaves it unrecorded)
@@ -856,6 +848,20 @@ class S3Store:
         if metadata:
             extra["Metadata"] = dict(metadata)
         self._upload(key, stream, extra)
+
+    def _taken(self, key: str, exc: BaseException) -> KeyOccupiedError | None:
+        """What a refused write to `key` that was to create it (`if_absent`) means, when it
+        means the key is taken: PreconditionFailed answers both conditions a copy sends
+        (the source's ETag, the key taken), so only an object at the key now says which;
+        ConditionalRequestConflict is another conditional write racing this one."""
+        code = (client_error_code(exc) or ("",))[0]
+        if code == _RACED_CODE:
+            return KeyOccupiedError(
+                self.uri(key), "was being written by another writer as the copy ran"
+            )
+        if code == _CHANGED_CODE and self._holds(key):
+            return KeyOccupiedError(self.uri(key))
+        return None
 
     def _holds(self, key: str) -> bool:
         """Whether an object is at `key` now (one HEAD)."""
