@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from governance.model.types import Artifact, Run, RunStatus
 from governance.policy.fields import Selector
-from governance.policy.select import glob_match
+from governance.policy.select import glob_match, is_glob
 from governance.policy.units import format_bytes, format_duration
 
 
@@ -42,10 +42,17 @@ def storage_class_of(storage_class: str | None) -> str:
 
 
 def tags_match(wanted: dict[str, str], tags: dict[str, str] | None) -> bool:
-    """All `wanted` pairs are in `tags`; a wanted value of "*" matches any value."""
+    """All `wanted` pairs are in `tags`; a wanted value is a glob (`prod-*`), and "*"
+    matches any value."""
     if not tags:
         return not wanted
-    return all(k in tags and (v == "*" or tags[k] == v) for k, v in wanted.items())
+    return all(k in tags and tag_value_matches(v, tags[k]) for k, v in wanted.items())
+
+
+def tag_value_matches(pattern: str, value: str) -> bool:
+    """Whether a tag's value matches the policy's `pattern`: "*" any value at all, a glob
+    the whole value (as `glob_match`), other text itself."""
+    return pattern == "*" or pattern == value or (is_glob(pattern) and glob_match(pattern, value))
 
 
 def human_age(td: timedelta) -> str:

@@ -1,5 +1,6 @@
 """Checks that compare keys of several blocks: unique rule, tier and root names, roots
-that overlap, `delete_mode: versioned` over a filesystem root, an `archive.url` at a root.
+that overlap, `delete_mode: versioned` over a filesystem root, an `archive.url` at a root,
+an `apply.quarantine_url` that is a root.
 
 Each takes values that are already valid, with their places (`Loc`, as pydantic's `loc`),
 and returns every problem it finds. The models raise the first, so that a `Policy` built
@@ -138,3 +139,25 @@ def _archive_message(url: str, root: str) -> str:
         f"archive.url {url} overlaps root {root}: archived copies must go outside every root "
         "(a copy there would overwrite its original, or be planned again as the root's data)"
     )
+
+
+def quarantine_at_root(quarantine_url: str | None, root_urls: Sequence[str]) -> list[Problem]:
+    """A quarantine in a folder of a root is left out of its scans and plans (the default
+    on S3: `.govern-quarantine/` at the bucket's top); one that is the root itself cannot
+    be: its copies would be the root's data, listed, planned and expired by a later plan,
+    the only way back gone with them."""
+    from governance.storage import real_place
+
+    if quarantine_url is None:
+        return []
+    place = (written := opened(quarantine_url), real_place(written))
+    for root in root_urls:
+        there = (written := opened(root), real_place(written))
+        if any(a == b for a, b in zip(place, there, strict=True)):
+            message = (
+                f"{quarantine_url} is the root {root}: quarantined copies "
+                "would be that root's data, planned (and expired) like the rest of it; "
+                "give a folder inside the root or a place outside it"
+            )
+            return [(("apply", "quarantine_url"), message)]
+    return []

@@ -96,12 +96,39 @@ def as_tuple(value: object) -> object:
     return value if isinstance(value, list | tuple) else [value]
 
 
+class WrittenInt(int):
+    """A YAML integer written otherwise than Python writes its value (`010`, `0x1F`,
+    `1_000`), with its text: where the value is text (a tag value), it is that text."""
+
+    written: str
+
+
+class WrittenFloat(float):
+    """A YAML float written otherwise than Python writes its value (`1.10`, `1e3`, `.5`),
+    with its text (see `WrittenInt`)."""
+
+    written: str
+
+
+def written_number(value: int | float, text: str) -> int | float:
+    """`value` as YAML made it from `text`, carrying `text` when the value's own text
+    differs (a tag `version: 1.10` must not become `1.1`)."""
+    if isinstance(value, bool) or str(value) == text:
+        return value
+    kept: WrittenInt | WrittenFloat = (
+        WrittenFloat(value) if isinstance(value, float) else WrittenInt(value)
+    )
+    kept.written = text
+    return kept
+
+
 def _tag_value(value: object) -> object:
-    """YAML turns `retain: true` into a bool; tags are strings, so take it back."""
+    """YAML turns `retain: true` into a bool and `version: 1.10` into a number; tags are
+    strings, so take them back: a number as it was written (`1.10`, not `1.1`)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return str(value)
+        return getattr(value, "written", None) or str(value)
     return value
 
 
@@ -118,6 +145,8 @@ PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
 Size = Annotated[int, BeforeValidator(parse_size)]
 StorageClassName = Annotated[StorageClass, BeforeValidator(_storage_class)]
 TagValue = Annotated[str, BeforeValidator(_tag_value)]
+TagGlob = Annotated[TagValue, AfterValidator(check_glob)]
+"""A tag value a policy looks for: a glob (`prod-*`), so it must compile."""
 
 
 def url_glob(pattern: str) -> str:
@@ -214,6 +243,19 @@ def unknown_select_key(key: str, declared: set[str] | frozenset[str]) -> str:
     )
 
 
+def _condition(value: Any) -> Any:
+    """`kind:` with nothing after it reads as no condition: the rule then matched every
+    artifact (a `expire` of logs deleting checkpoints), and `project: []` none. A
+    condition written must say something."""
+    if value is None or (isinstance(value, dict | list | tuple) and not value):
+        would = "nothing" if isinstance(value, list | tuple) else "every artifact"
+        raise ValueError(
+            f"an empty condition: give a value, or leave the key out (as it is, it would "
+            f"match {would})"
+        )
+    return value
+
+
 class Selector(PolicyModel):
     """Which artifacts a rule, dedupe or budget applies to; every given condition must hold.
 
@@ -225,30 +267,20 @@ class Selector(PolicyModel):
     run: Annotated[str, AfterValidator(check_glob)] | None = None
     path: UrlGlob | None = None
     run_status: Annotated[tuple[RunStatus, ...], BeforeValidator(as_tuple)] | None = None
-    tags: dict[str, Annotated[TagValue, AfterValidator(check_glob)]] | None = None
+    tags: dict[str, TagGlob] | None = None
     min_size: Size | None = None
     max_size: Size | None = None
     older_than: Duration | None = None
     storage_class: Annotated[tuple[StorageClassName, ...], BeforeValidator(as_tuple)] | None = None
     attributes: dict[
         Annotated[str, AfterValidator(_placeholder_key)],
-        Annotated[
-            tuple[Annotated[TagValue, AfterValidator(check_glob)], ...], BeforeValidator(as_tuple)
-        ],
+        Annotated[tuple[TagGlob, ...], BeforeValidator(as_tuple), BeforeValidator(_condition)],
     ] = Field(default_factory=dict)
 
     @field_validator("*", mode="before")
     @classmethod
     def _condition_given(cls, value: Any) -> Any:
-        """`kind:` with nothing after it reads as no condition: the rule then matched
-        every artifact (a `expire` of logs deleting checkpoints). A condition written
-        must say something."""
-        if value is None or (isinstance(value, dict | list) and not value):
-            raise ValueError(
-                "an empty condition: give a value, or leave the key out (as it is, it would "
-                "match every artifact)"
-            )
-        return value
+        return _condition(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
+from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
@@ -34,10 +35,11 @@ from governance.policy.cross import (
     archive_overlaps,
     duplicate_rule_names,
     duplicate_tier_names,
+    quarantine_at_root,
     root_clashes,
     versioned_needs_s3,
 )
-from governance.policy.fields import did_you_mean
+from governance.policy.fields import WrittenFloat, WrittenInt, did_you_mean, written_number
 from governance.policy.models import (
     KEEP_KEYS,
     OTHERWISE_REQUIRED,
@@ -95,7 +97,7 @@ def load_policy_text(text: str, source_name: str = "<policy>") -> Policy:
 
 def _load(text: str, name: str, sha256: str) -> Policy:
     try:
-        tree, found = _parse(text, name)
+        tree, found, unreadable = _parse(text, name)
         if tree is None:
             problem = f"{name}:1:1: the policy is empty (expected at least version and storage)"
             raise PolicyError(f"invalid policy {name}: empty", [problem])
@@ -107,7 +109,8 @@ def _load(text: str, name: str, sha256: str) -> Policy:
         except ValidationError as exc:
             errors = _without_consequences(_not_under_unknown_keys(exc.errors()))
             errors += _shape_errors(data, errors) + _cross_block_errors(data) + own
-            found += [_describe(name, tree, err) for err in errors]
+            described = [_describe(name, tree, err) for err in errors]
+            found += [d for d in described if d[0] not in unreadable]
         else:
             found += [_describe(name, tree, err) for err in own]
             policy._source_sha256 = sha256
@@ -115,7 +118,7 @@ def _load(text: str, name: str, sha256: str) -> Policy:
         problem = f"{name}:1:1: the policy is nested too deeply to read"
         raise PolicyError(f"invalid policy {name}: nested too deeply", [problem]) from None
     if found:
-        problems = [text for _, text in sorted(set(found))]
+        problems = _once_per_place(found, name)
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
         raise PolicyError(f"invalid policy {name}: {count}", problems)
     return policy
@@ -125,34 +128,91 @@ Located = tuple[tuple[int, int], str]
 """((line, col), 'file:line:col: path: message'): one problem, sortable by position."""
 
 
+def _once_per_place(found: list[Located], name: str) -> list[str]:
+    """The problems in order of position, each once: a mistake in an anchored block is met
+    again through each alias of it (`select: *defaults`), at the anchor's own place, and
+    is said there once, with the other paths it reaches."""
+    paths: dict[tuple[tuple[int, int], str], list[str]] = {}
+    first: list[tuple[tuple[tuple[int, int], str], str]] = []
+    for (line, col), text in sorted(set(found)):
+        body = text.removeprefix(f"{name}:{line}:{col}: ")
+        path, said, message = body.partition(": ")
+        key = ((line, col), message if said else body)
+        if key in paths:
+            paths[key].append(path)
+            continue
+        paths[key] = []
+        first.append((key, text))
+    return [
+        f"{text} (also as {', '.join(paths[key])}, through an alias)" if paths[key] else text
+        for key, text in first
+    ]
+
+
 _UNMAKEABLE = (ValueError, KeyError, IndexError, TypeError, OverflowError, AssertionError)
 """What ruamel's constructor raises for a scalar it cannot make a value of."""
 
 
-def _parse(text: str, name: str) -> tuple[Any, list[Located]]:
-    """The YAML tree, and the problems of its keys (each reported with the policy's other
-    problems: ruamel stops at a key given twice, hiding every other one, and a key that
-    is not text would be read as text: `null` as "None", `true` and `1` as one key).
-    The text is parsed once: the values are made from the node tree the keys were
-    checked on."""
+class _Constructor(RoundTripConstructor):
+    """ruamel's round-trip constructor, with each number that Python writes otherwise
+    than the policy did (`1.10`, `010`) keeping its text (`fields.written_number`): a tag
+    value or placeholder written as a number is that text, not the number's."""
+
+    def construct_written_int(self, node: Any) -> Any:
+        return written_number(int(self.construct_yaml_int(node)), node.value)
+
+    def construct_written_float(self, node: Any) -> Any:
+        return written_number(float(self.construct_yaml_float(node)), node.value)
+
+
+_Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_written_int)
+_Constructor.add_constructor("tag:yaml.org,2002:float", _Constructor.construct_written_float)
+
+
+def _yaml() -> YAML:
+    """A round-trip YAML reader with `_Constructor`, that takes a key given twice (each is
+    reported by `_key_problems`)."""
     yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = True  # (each is reported by `_key_problems`)
+    yaml.Constructor = _Constructor
+    yaml.allow_duplicate_keys = True
+    return yaml
+
+
+def _parse(text: str, name: str) -> tuple[Any, list[Located], frozenset[tuple[int, int]]]:
+    """The YAML tree, the problems of its keys (each reported with the policy's other
+    problems: ruamel stops at a key given twice, hiding every other one, and a key that
+    is not text would be read as text: `null` as "None", `true` and `1` as one key) and
+    of values YAML cannot make, and the places of those values (read as text: what the
+    model says of that text there is no news). The text is parsed once: the values are
+    made from the node tree the keys were checked on."""
+    yaml = _yaml()
     try:
         with warnings.catch_warnings():  # (a reused anchor is legal YAML: no warning)
             warnings.simplefilter("ignore")
             node = yaml.compose(text)
             if node is None:  # (empty, or comments alone)
-                return None, []
+                return None, [], frozenset()
             found = _key_problems(node, name)
             try:
-                return yaml.constructor.construct_document(node), found
+                return yaml.constructor.construct_document(node), found, frozenset()
             except _UNMAKEABLE as exc:
                 # a scalar YAML reads but cannot make a value of (`2024-02-30`, `!!int
-                # abc`, an integer of 5,000 digits): placed by making each one alone,
-                # with a constructor of its own (this one holds the failed document's state)
-                line, col = _unreadable(node, YAML(typ="rt"))
-                problem = f"{name}:{line}:{col}: a value YAML cannot read: {_reason(exc)}"
-                raise PolicyError(f"invalid policy {name}: unreadable value", [problem]) from None
+                # abc`, an integer of 5,000 digits): each placed by making it alone, with
+                # a constructor of its own (this one holds the failed document's state),
+                # then read as text, so that the policy's other problems are found too
+                unreadable = _unreadable(node, _yaml())
+                if not unreadable:
+                    problem = f"{name}:1:1: a value YAML cannot read: {_reason(exc)}"
+                    raise PolicyError(
+                        f"invalid policy {name}: unreadable value", [problem]
+                    ) from None
+                for (line, col), why, scalar in unreadable:
+                    found.append(
+                        ((line, col), f"{name}:{line}:{col}: a value YAML cannot read: {why}")
+                    )
+                    scalar.tag = "tag:yaml.org,2002:str"
+                tree = _yaml().constructor.construct_document(node)
+                return tree, found, frozenset(at for at, _, _ in unreadable)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -186,11 +246,12 @@ def _reason(exc: BaseException) -> str:
     return "not a value of the type its tag names"
 
 
-def _unreadable(node: Any, yaml: YAML) -> tuple[int, int]:
-    """(line, col), 1-based, of the first scalar of the composed `node` that YAML cannot
-    construct on its own; (1, 1) if none does alone."""
+def _unreadable(node: Any, yaml: YAML) -> list[tuple[tuple[int, int], str, ScalarNode]]:
+    """Each scalar of the composed `node` that YAML cannot construct on its own: its
+    (line, col), 1-based, why, and the node."""
     stack = [node]
     seen: set[int] = set()
+    out = []
     while stack:
         current = stack.pop()
         if id(current) in seen:
@@ -199,13 +260,14 @@ def _unreadable(node: Any, yaml: YAML) -> tuple[int, int]:
         if isinstance(current, ScalarNode):
             try:
                 yaml.constructor.construct_object(current, deep=True)
-            except Exception:
-                return current.start_mark.line + 1, current.start_mark.column + 1
+            except Exception as exc:
+                at = (current.start_mark.line + 1, current.start_mark.column + 1)
+                out.append((at, _reason(exc), current))
         elif isinstance(current, MappingNode):
             stack.extend(v for pair in reversed(current.value) for v in reversed(pair))
         elif isinstance(current, SequenceNode):
             stack.extend(reversed(current.value))
-    return 1, 1
+    return out
 
 
 _TEXT_KEY = {
@@ -338,7 +400,9 @@ def _cross_block_errors(data: Any) -> list[dict[str, Any]]:
     rules = _entries(data, "rules")
     tiers = [entry for loc, rule in rules for entry in _entries(rule, "tiers", loc)]
     archives = [((*loc, "archive"), tier.get("archive")) for loc, tier in tiers]
-    modes = _valid_values([(("apply",), _get(data, "apply"))], ApplyConfig, "delete_mode")
+    apply: list[tuple[Loc, Any]] = [(("apply",), _get(data, "apply"))]
+    modes = _valid_values(apply, ApplyConfig, "delete_mode")
+    quarantines = _valid_values(apply, ApplyConfig, "quarantine_url")
     urls = [url for _, url in root_urls]
     problems = [
         *root_clashes(_valid_values(roots, StorageRoot, "name"), root_urls),
@@ -346,6 +410,7 @@ def _cross_block_errors(data: Any) -> list[dict[str, Any]]:
         *[p for loc, rule in rules for p in _tier_name_repeats(rule, loc)],
         *[p for _, mode in modes for p in versioned_needs_s3(mode, urls)],
         *archive_overlaps(_valid_values(archives, Archive, "url"), urls),
+        *[p for _, url in quarantines for p in quarantine_at_root(url, urls)],
     ]
     return [_policy_error(loc, message) for loc, message in problems]
 
@@ -500,7 +565,7 @@ class _Plain:
             return bool(node)
         if isinstance(node, TaggedScalar):
             return str(node.value) if node.tag.value == "tag:yaml.org,2002:str" else node
-        if isinstance(node, bool) or node is None:
+        if isinstance(node, bool | WrittenInt | WrittenFloat) or node is None:
             return node
         for kind in (str, int, float):
             if isinstance(node, kind):
@@ -722,6 +787,8 @@ def _written(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, WrittenInt | WrittenFloat):
+        return value.written
     if isinstance(value, str | int | float | list | dict):
         return repr(value)
     return str(value)
@@ -744,6 +811,8 @@ def _type_name(value: Any) -> str:
         return "binary data"
     if isinstance(value, set):
         return "a set"
+    if isinstance(value, WrittenInt | WrittenFloat):
+        return "a number"
     return names.get(type(value), "a value YAML tagged")
 
 

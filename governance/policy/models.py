@@ -29,6 +29,7 @@ from governance.policy.cross import (
     archive_overlaps,
     duplicate_rule_names,
     duplicate_tier_names,
+    quarantine_at_root,
     root_clashes,
     versioned_needs_s3,
 )
@@ -46,7 +47,7 @@ from governance.policy.fields import (
     Size,
     StorageClass,
     StorageClassName,
-    TagValue,
+    TagGlob,
     UrlGlob,
     as_tuple,
     did_you_mean,
@@ -120,7 +121,7 @@ class Protect(PolicyModel):
     """Evaluated before every rule; a protected artifact is never acted on."""
 
     min_age: Duration = timedelta(days=3)
-    tags: dict[str, TagValue] = Field(default_factory=dict)
+    tags: dict[str, TagGlob] = Field(default_factory=dict)
     paths: tuple[UrlGlob, ...] = ()
     run_status: Annotated[tuple[RunStatus, ...], BeforeValidator(as_tuple)] = ()
     # what `govern restore` brought back is protected this long from its restore (0: not)
@@ -476,6 +477,14 @@ class Policy(PolicyModel):
             if tier.archive is not None and tier.archive.url is not None
         ]
         _refuse_first(archive_overlaps(archives, [root.url for root in self.storage]))
+        return self
+
+    @model_validator(mode="after")
+    def _quarantine_not_a_root(self) -> Policy:
+        """See `cross.quarantine_at_root` (the loader also runs it on a policy invalid
+        elsewhere)."""
+        roots = [root.url for root in self.storage]
+        _refuse_first(quarantine_at_root(self.apply.quarantine_url, roots))
         return self
 
     @model_validator(mode="after")

@@ -231,6 +231,10 @@ def _root_inside(d: dict[str, Any]) -> None:
     d["storage"].append({"name": "c", "url": "s3a://data/x/"})
 
 
+def _quarantine_at_root(d: dict[str, Any]) -> None:
+    d["apply"] = {"quarantine_url": "s3a://data"}
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -239,6 +243,7 @@ def _root_inside(d: dict[str, Any]) -> None:
         (_versioned, "delete_mode versioned needs versioned S3 buckets; file:///mnt/scratch/"),
         (_archive_at_root, "archive.url s3://data/archive/ overlaps root s3://data/"),
         (_root_inside, "root s3://data/x/ is inside root s3://data/"),
+        (_quarantine_at_root, "s3://data/ is the root s3://data/: quarantined copies"),
     ],
 )
 def test_a_policy_built_in_code_is_still_refused(change: Any, message: str) -> None:
@@ -247,3 +252,34 @@ def test_a_policy_built_in_code_is_still_refused(change: Any, message: str) -> N
     change(data)
     with pytest.raises(ValidationError, match=re.escape(message)):
         Policy.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("quarantine", "refused"),
+    [
+        ("s3://data/", True),
+        ("/mnt/scratch", True),  # the other root: its plans would expire the copies
+        ("s3://data/.govern-quarantine/", False),  # in a folder of the root: left out
+        ("s3://quarantine/", False),
+    ],
+)
+def test_a_quarantine_that_is_a_root_is_refused_with_the_other_problems(
+    tmp_path: Path, quarantine: str, refused: bool
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "version: 1\n"
+        "storage: [{name: a, url: s3://data/}, {name: b, url: /mnt/scratch/}]\n"
+        "rules: [{name: logs, select: {kind: lgo}, expire: {after: 1d}}]\n"
+        f"apply: {{quarantine_url: '{quarantine}'}}\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    found = [p.removeprefix(f"{path}:") for p in info.value.problems]
+    assert found[0].startswith("3:37: rules[0].select.kind: expected one of")
+    if refused:
+        assert len(found) == 2
+        assert found[1].startswith("4:25: apply.quarantine_url: ")
+        assert "quarantined copies would be that root's data" in found[1]
+    else:
+        assert len(found) == 1

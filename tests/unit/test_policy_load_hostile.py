@@ -29,9 +29,10 @@ def test_an_error_in_a_merged_key_is_placed_where_it_is_written(tmp_path: Path) 
         """,
     )
     why = "invalid duration '3x': expected e.g. 90m, 36h, 7d, 2w"
+    # written once, in the anchor: said once, with the other place the alias takes it
     assert found == [
-        f"9:50: rules[0].tiers[0].max_age: {why}",
-        f"9:50: rules[0].tiers[1].max_age: {why}",  # (it is written once, in the anchor)
+        f"9:50: rules[0].tiers[0].max_age: {why} (also as rules[0].tiers[1].max_age, "
+        "through an alias)"
     ]
 
 
@@ -280,9 +281,34 @@ def test_bytes_that_are_not_utf8_are_placed(tmp_path: Path) -> None:
     ],
 )
 def test_a_scalar_yaml_cannot_read_is_placed(tmp_path: Path, value: str, why: str) -> None:
-    [found] = problems(tmp_path, f"description: {value}\n")
+    # (and hides no other problem: the key it is given under is unknown)
+    unknown, found = problems(tmp_path, f"description: {value}\n")
+    assert unknown == "5:1: description: unknown key 'description'"
     assert found.startswith("5:14: a value YAML cannot read: ")
     assert why in found
+
+
+def test_values_yaml_cannot_read_hide_no_other_problem(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        """\
+        rules:
+          - name: logs
+            select: {kind: lgo}
+            expire: {after: 2024-02-30}
+          - name: logs2
+            select: {kind: log}
+            expire: {after: !!int abc}
+            expire: {after: 1d}
+        """,
+    )
+    # each unreadable value once (not also as a bad duration: read as text meanwhile)
+    assert [p.split(": ", 2)[:2] for p in found] == [
+        ["7:20", "rules[0].select.kind"],
+        ["8:21", "a value YAML cannot read"],
+        ["11:21", "a value YAML cannot read"],
+        ["12:5", "rules[1].expire"],
+    ]
 
 
 def test_a_misspelt_key_is_one_problem_not_also_a_missing_one(tmp_path: Path) -> None:
@@ -354,6 +380,21 @@ def test_an_empty_condition_is_refused_not_read_as_match_everything(tmp_path: Pa
     )
     assert [p.split(": ", 2)[1] for p in found] == ["rules[0].select.kind", "rules[0].select.path"]
     assert all("an empty condition" in p for p in found)
+
+
+def test_an_empty_list_for_a_placeholder_is_refused_not_read_as_match_nothing(
+    tmp_path: Path,
+) -> None:
+    """`project: []` validated, and its rule silently matched nothing."""
+    found = problems(
+        tmp_path,
+        "layout: {runs: ['{project}/runs/{run}/']}\n"
+        "rules: [{name: logs, select: {kind: log, project: []}, expire: {after: 1d}}]\n",
+    )
+    assert found == [
+        "6:51: rules[0].select.project: an empty condition: give a value, or leave the key "
+        "out (as it is, it would match nothing)"
+    ]
 
 
 def test_a_newline_in_a_value_cannot_start_a_problem_line_of_its_own(tmp_path: Path) -> None:
