@@ -210,6 +210,9 @@ def _status(
         for a in artifacts
     ):
         return RunStatus.UNKNOWN, "no checkpoints and no status markers"
+    if last > opts.as_of:  # (a plan as of a past time)
+        later = _age((last - opts.as_of).total_seconds())
+        return RunStatus.RUNNING, f"last write {later} after as_of, within abandoned_after"
     if opts.as_of - last <= opts.abandoned_after:
         return RunStatus.RUNNING, f"last write {last_write_age} ago, within abandoned_after"
     return RunStatus.ABANDONED, f"no write for {last_write_age} (abandoned_after exceeded)"

@@ -48,11 +48,12 @@ from governance.plan.costs import (
 from governance.plan.protect import protector_for, shielded_from_expiry
 from governance.plan.selectors import (
     Subject,
+    aged,
     describe,
-    human_age,
     mismatch,
     per_artifact,
     run_matches,
+    written_ago,
 )
 from governance.plan.types import (
     ActionType,
@@ -396,14 +397,14 @@ def _expire_or_transition(ctx: _Ctx, d: Decision, rule: Rule, run: Run | None) -
     if not due:
         first = rule.transition[0]
         d.reason = "; ".join(
-            filter(None, [f"no transition due: {human_age(age)} old, rule {rule.name} "
+            filter(None, [f"no transition due: {aged(age)}, rule {rule.name} "
                           f"moves it after {format_duration(first.after)}", not_due])
         )  # fmt: skip
         return
     step = due[-1]
     target = step.storage_class.value
     head = (
-        f"transition to {target}: {human_age(age)} old, rule {rule.name} moves it to "
+        f"transition to {target}: {aged(age)}, rule {rule.name} moves it to "
         f"{target} after {format_duration(step.after)}"
     )
     if not ctx.classes:
@@ -440,7 +441,7 @@ def _expiry(ctx: _Ctx, rule: Rule, age: timedelta, expired: bool = False) -> str
     expired yet: ...'."""
     assert rule.expire is not None
     head = "expired" if expired else "not expired yet"
-    what = f"last written {human_age(age)} ago"
+    what = written_ago(age)
     return (
         f"{head}: {what}, rule {rule.name} expires after {ctx.decider.duration(rule.expire.after)}"
     )
@@ -456,7 +457,7 @@ def _run_text(ctx: _Ctx, head: str, rule: Rule) -> str:
     assert run is not None
     assert rule.expire is not None
     elapsed = ctx.as_of - run.last_write
-    what = f"run {run.name} ({run.status.value}) last written {human_age(elapsed)} ago"
+    what = written_ago(elapsed, f"run {run.name} ({run.status.value}) last written")
     after = ctx.decider.duration(rule.expire.after)
     text = ctx.texts[memo] = f"{head}: {what}, rule {rule.name} expires after {after}"
     return text
@@ -746,6 +747,35 @@ def _keep_aliases(aliases: Sequence[_Alias]) -> None:
         )
 
 
+def _loose_aliases(loose: list[Decision], written: tiering.Written) -> list[_Alias]:
+    """The Lightning `save_last` copies among checkpoints no tier rule owns (an `expire`
+    rule's, or no rule's), paired with what they copy as the tiers pair theirs: each
+    decided by its own age, a copy written seconds after its original stayed while the
+    original went."""
+    pairs = tiering.save_last_aliases([d.artifact for d in loose], written)
+    if not pairs:
+        return []
+    by_key = {d.artifact.key: d for d in loose}
+    return [(by_key[a.key], by_key[o.key], tiering.alias_text(a, o, written)) for a, o in pairs]
+
+
+def _keep_originals(aliases: Sequence[_Alias]) -> None:
+    """The other half of `_keep_aliases` for checkpoints no tier owns: a checkpoint whose
+    `save_last` copy stays stays too (not yet expired, protected), and goes with it."""
+    for alias, original, why in aliases:
+        if not _deletes(original) or _deletes(alias):
+            continue
+        instead = next(a for a in original.actions if a.action is _DELETE).reason
+        original.actions = [a for a in original.actions if a.action is not _DELETE]
+        original.keep(
+            original.rule,
+            None,
+            _WHOLE,
+            f"kept with {_label(alias.artifact)}: {why}, and {_label(alias.artifact)} stays; "
+            f"kept whole instead of: {instead}",
+        )
+
+
 def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run | None) -> None:
     """Files that checkpoints or their run depend on stay while what depends on them
     stays, whatever rule would delete them:
@@ -1021,11 +1051,15 @@ class Decider:
                 _expire_or_transition(ctx, d, owner, run)
         for index in sorted(tier_members):
             _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
+        loose_aliases = _loose_aliases(loose, written) if stepless and len(loose) > 1 else []
+        ctx.aliases += loose_aliases
         _guard_newest(complete, run, written, ctx.aliases)
         if ctx.frozen and self.quarantine:
             _keep_frozen(list(dict.fromkeys(ctx.frozen)))
         if ctx.aliases:
             _keep_aliases(ctx.aliases)
+        if loose_aliases:
+            _keep_originals(loose_aliases)
         if trackers:  # after everything that decides whether a checkpoint stays
             _keep_trackers(decisions, trackers, run)
         # Every other checkpoint is kept in flight already, and a tier rule keeps or

@@ -25,7 +25,7 @@ from operator import attrgetter
 from os.path import commonprefix
 
 from governance.model.types import Artifact, CatalogObject, Run, RunStatus
-from governance.plan.selectors import human_age, tags_match
+from governance.plan.selectors import tags_match, written_ago
 from governance.policy.models import Protect
 from governance.policy.select import glob_match
 from governance.policy.units import format_duration
@@ -59,10 +59,7 @@ def protection(
 ) -> str | None:
     """The reason the artifact (at `uri`, `age` old) is protected (one sentence), or None."""
     if age < protect.min_age:
-        return (
-            f"last written {human_age(age)} ago, inside protect.min_age "
-            f"{format_duration(protect.min_age)}"
-        )
+        return f"{written_ago(age)}, inside protect.min_age {format_duration(protect.min_age)}"
     objects = art.objects
     if protect.tags:
         # an object without tags matches no protected tag: look at tagged objects only

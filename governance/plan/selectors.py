@@ -55,6 +55,24 @@ def tag_value_matches(pattern: str, value: str) -> bool:
     return pattern == "*" or pattern == value or (is_glob(pattern) and glob_match(pattern, value))
 
 
+def written_ago(age: timedelta, what: str = "last written") -> str:
+    """`last written 5 days ago`; for a write after the plan's `as_of` (a plan as of a
+    past time), `written 5 days after as_of`, not `0 minutes ago`."""
+    if age < _ZERO:
+        return f"{what.removeprefix('last ')} {human_age(-age)} after as_of"
+    return f"{what} {human_age(age)} ago"
+
+
+def aged(age: timedelta) -> str:
+    """`5 days old`, or `written 5 days after as_of` (see `written_ago`)."""
+    if age < _ZERO:
+        return f"written {human_age(-age)} after as_of"
+    return f"{human_age(age)} old"
+
+
+_ZERO = timedelta(0)
+
+
 def human_age(td: timedelta) -> str:
     """A readable age: '40 days', '1 day', '5 hours', '12 minutes'."""
     seconds = td.total_seconds()
@@ -96,7 +114,7 @@ def mismatch(sel: Selector, s: Subject) -> str | None:
         if sel.max_size is not None and size > sel.max_size:
             return f"{format_bytes(size)} is over max_size {format_bytes(sel.max_size)}"
     if sel.older_than is not None and s.age < sel.older_than:
-        return f"{human_age(s.age)} old, not older than {format_duration(sel.older_than)}"
+        return f"{aged(s.age)}, not older than {format_duration(sel.older_than)}"
     if sel.storage_class is not None:
         wanted_classes = {c.value for c in sel.storage_class}
         if not any(storage_class_of(o.storage_class) in wanted_classes for o in art.objects):

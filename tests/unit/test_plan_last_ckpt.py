@@ -587,3 +587,73 @@ def test_the_planner_finds_the_copies_the_oracle_finds() -> None:
 
     look()
     assert seen == {True, False}
+
+
+# ----------------------------------------------------------------------------- expire rules
+
+EXPIRE_OLD = """
+protect: {min_age: 1d}
+rules:
+  - name: old-small
+    select: {kind: checkpoint, older_than: 15d}
+    expire: {after: 1d}
+"""
+
+
+@pytest.mark.parametrize("status", [RunStatus.COMPLETED, RunStatus.RUNNING])
+def test_under_an_expire_rule_last_ckpt_and_its_original_stay_together(
+    status: RunStatus,
+) -> None:
+    """Each decided by its own age, the original (16 days old) expired while its copy,
+    written 4 seconds later, was kept by invariant 1: the pair split, though a copy and its
+    original are kept, archived or deleted together."""
+    older = pl("epoch=2-step=300.ckpt", timedelta(days=17))
+    original = pl("epoch=3-step=400.ckpt", timedelta(days=16))
+    last = pl("last.ckpt", timedelta(days=16) - 4 * S)
+    plan = make_plan([group("pl", [older, original, last], status)], policy(EXPIRE_OLD))
+    assert [a.action.value for a in actions_for(plan, older.key)] == ["delete"]
+    for art in (original, last):
+        assert actions_for(plan, art.key) == [], art.key
+        kept = kept_for(plan, art.key)
+        assert kept is not None
+        assert kept.how is KeptHow.WHOLE
+    reason = kept_for(plan, original.key).reason  # type: ignore[union-attr]
+    assert "last.ckpt is Lightning's save_last copy of" in reason
+
+
+def test_an_expired_original_stays_while_its_copy_is_not_expired_yet() -> None:
+    """A dead run (no invariant 1): the original is past `expire.after`, its copy, written
+    a minute later, not yet. The original stays with its copy; both go on a later plan."""
+    pol = policy(
+        """
+protect: {min_age: 1d}
+rules:
+  - name: failed
+    select: {kind: checkpoint, run_status: failed}
+    expire: {after: 10d}
+  - name: ckpts
+    select: {kind: checkpoint}
+    expire: {after: 10d}
+"""
+    )
+    original = pl("epoch=3-step=400.ckpt", timedelta(days=10, seconds=30))
+    last = pl("last.ckpt", timedelta(days=10) - 30 * S)
+    plan = make_plan([group("pl", [original, last], RunStatus.ABANDONED)], pol)
+    assert actions_for(plan, last.key) == []
+    assert actions_for(plan, original.key) == []
+    kept = kept_for(plan, original.key)
+    assert kept is not None
+    assert kept.reason.startswith(f"kept with {LAST}: last.ckpt is Lightning's save_last")
+    # a day later both are past expire.after, and go together
+    both = make_plan(
+        [
+            group(
+                "pl",
+                [pl(original.key[len(CK) :], timedelta(days=11)), pl("last.ckpt", 11.0)],
+                RunStatus.ABANDONED,
+            )
+        ],
+        pol,
+    )
+    assert len(both.actions) == 2
+    assert {a.action.value for a in both.actions} == {"delete"}
