@@ -82,7 +82,9 @@ def load_policy(path: str | Path) -> Policy:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, col = _line_col(raw.decode("latin-1"), exc.start)  # (one char a byte)
+        # placed as an editor shows it: in characters (what comes before is UTF-8)
+        before = raw[: exc.start].decode("utf-8", errors="replace")
+        line, col = _line_col(before, len(before))
         problem = f"{source}:{line}:{col}: not UTF-8 text ({exc.reason} at byte {exc.start})"
         raise PolicyError(f"invalid policy {source}: not UTF-8 text", [problem]) from None
     policy = _load(text, str(source), hashlib.sha256(raw).hexdigest())
@@ -232,8 +234,10 @@ def _parse(text: str, name: str) -> tuple[Any, list[Located], frozenset[tuple[in
 
 
 def _line_col(text: str, at: int) -> tuple[int, int]:
-    """The 1-based line and column of offset `at` in `text`."""
-    return text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+    """The 1-based line and column of offset `at` in `text`, its lines ended as YAML ends
+    them (`\n`, `\r\n` or a lone `\r`)."""
+    head = text[:at].replace("\r\n", "\n").replace("\r", "\n")
+    return head.count("\n") + 1, len(head) - (head.rfind("\n") + 1) + 1
 
 
 def _reason(exc: BaseException) -> str:

@@ -272,6 +272,27 @@ def test_bytes_that_are_not_utf8_are_placed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "place"),
+    [
+        # columns in characters, as an editor counts them: two of two bytes each first
+        ("rules:\n  - name: \u00e9\u00e9".encode() + b"\xff\n", "6:13"),
+        # a lone carriage return ends a line, as YAML reads it
+        (HEAD.replace("\n", "\r").encode() + b"# caf\xe9\r", "5:6"),
+        (HEAD.replace("\n", "\r\n").encode() + b"# caf\xe9\r\n", "5:6"),
+    ],
+)
+def test_bytes_that_are_not_utf8_are_placed_as_an_editor_shows_them(
+    tmp_path: Path, content: bytes, place: str
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(content if content.startswith(b"version") else HEAD.encode() + content)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    [problem] = info.value.problems
+    assert problem.startswith(f"{path}:{place}: not UTF-8 text")
+
+
+@pytest.mark.parametrize(
     ("value", "why"),
     [
         ("2024-02-30", "day is out of range for month"),
