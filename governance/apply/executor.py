@@ -39,6 +39,7 @@ from governance.apply.kept import KeptFile, after_strips, files_held_at_plan, he
 from governance.apply.links import LinksRead
 from governance.apply.modes import versioning_enabled
 from governance.apply.preconditions import Check, check_actions
+from governance.apply.quiet import QuietRuns
 from governance.apply.stream import IdSet, PlanScan, scan_plan
 from governance.apply.types import (
     RESULTS_KEPT,
@@ -49,7 +50,13 @@ from governance.apply.types import (
 )
 from governance.approval import veto_of
 from governance.catalog.engine import page_cache
-from governance.catalog.plans import iter_actions, load_plan_header, set_plan_status
+from governance.catalog.plans import (
+    copied_in_place,
+    iter_actions,
+    load_plan_header,
+    set_plan_status,
+)
+from governance.catalog.quiet_runs import quiet_runs
 from governance.errors import CatalogError, NoSuchRootError, RefusedError, StorageError
 from governance.interrupts import release_frames, stop_between_steps
 from governance.plan.types import (
@@ -142,6 +149,11 @@ def apply_plan(
             protected_tags=dict(header.controls.get("protect_tags") or {}),
             made_at=header.created_at,
             scans=header.scans,
+            quiet=QuietRuns.of(
+                quiet_runs(engine, plan_id),
+                header.created_at,
+                partial(copied_in_place, engine, plan_id),
+            ),
         )
         made.execution_id = execution_id  # (the second pass's: this apply's)
         return made
@@ -263,8 +275,10 @@ class CheckPipeline:
         protected_tags: Mapping[str, str] | None = None,
         made_at: datetime | None = None,
         scans: Mapping[str, int] | None = None,
+        quiet: QuietRuns | None = None,
     ) -> None:
         self._engine = engine
+        self._quiet = quiet  # the failed or abandoned runs the plan removes from
         self._made_at = made_at  # objects restored since are not removed again
         self._links_read: LinksRead = {}  # folders read for symbolic links, this apply
         self._scans = dict(scans or {})  # root URL -> the scan the plan was made from
@@ -330,6 +344,7 @@ class CheckPipeline:
             links_read=self._links_read,
             moved=moved,
             copies_since=journal.first_started(self._engine, self._plan_id, self.execution_id),
+            quiet=self._quiet,
         )
         return chunk, pending, checks
 

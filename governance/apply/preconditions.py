@@ -3,8 +3,9 @@
 Every object of an action is compared with what the plan saw: size, ETag (or mtime
 token) and version id. One changed, vanished or re-uploaded object makes the whole
 artifact's action `stale` (never half-processed), and so does, for a delete of a whole
-folder, an object added to the folder since the plan was made (`folders`). Object Lock
-retention in the future or a legal hold skips the artifact too, for good: locks are never
+folder, an object added to the folder since the plan was made (`folders`), and, for a
+removal from a run the plan read as failed or abandoned, a write in that run since
+(`quiet`). Object Lock retention in the future or a legal hold skips the artifact too, for good: locks are never
 bypassed. A check that cannot be made (a read or a listing that fails) fails the action:
 it is not acted on, and a later apply tries it again.
 
@@ -48,6 +49,7 @@ from governance.apply.kept import HeldAtPlan, KeptFile, kept_files
 from governance.apply.links import LinksRead, linked_now
 from governance.apply.modes import s3_parts
 from governance.apply.protection import Finding, lock_reason, protected_now, rest_protected
+from governance.apply.quiet import QuietRuns, written_since
 from governance.apply.ranges import (
     LIST_MIN_OBJECTS,
     Listed,
@@ -138,6 +140,7 @@ class Seen:
     copies_since: datetime | None = None
     """When the first earlier apply of the plan started (None: there was none): an object
     copied in place since then, as that copy would leave it, is done already."""
+    quiet: dict[int, Finding | str] = field(default_factory=dict)  # see `quiet.written_since`
 
 
 def check_actions(
@@ -155,6 +158,7 @@ def check_actions(
     links_read: LinksRead | None = None,
     moved: Collection[tuple[str, str]] = (),
     copies_since: datetime | None = None,
+    quiet: QuietRuns | None = None,
 ) -> list[Check]:
     """One Check per action, in order, with storage asked in as few requests as it can.
 
@@ -178,7 +182,10 @@ def check_actions(
     actions of the strips' artifacts (an archive of what a strip keeps).
     `copies_since`: when the first earlier (interrupted) apply of the plan started, None
     when there was none; only such an apply can have copied an object in place (see
-    `_copied_before`)."""
+    `_copied_before`).
+
+    `quiet`: the failed or abandoned runs the plan removes from; a removal from one that
+    has been written since is stale (see `quiet`)."""
     started = {action_id for action_id, _ in pending}
     kept = kept_files(actions, held, started, moved)
     extra = {i: [f.key for f, _ in files] for i, files in kept.items()}
@@ -193,6 +200,7 @@ def check_actions(
     seen.new = new_objects(actions, unplanned(actions, listed, stores, concurrency), known)
     seen.uploads = _uploads_now(actions, stores)
     seen.linked = linked_now(actions, stores, links_read)
+    seen.quiet = written_since(actions, quiet, stores, concurrency)
     checks = [_check_one(a, seen, pending, stores, now) for a in actions]
     if restored:
         for check in checks:
@@ -446,6 +454,11 @@ def _check_one(
         return check.block((new, False))
     if new:
         problems.append(_new_in_folder(new))
+    resumed = seen.quiet.get(action.id)
+    if isinstance(resumed, tuple):
+        return check.block(resumed)
+    if resumed:
+        problems.append(resumed)
     if problems:
         shown = "; ".join(problems[:3]) + (
             f"; and {len(problems) - 3} more" if len(problems) > 3 else ""

@@ -27,7 +27,7 @@ from governance.settings import env_float
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 CACHE_KIB = 32768  # SQLite page cache per connection, for scans' and plans' random access
 READ_ONCE_CACHE_KIB = 2048  # for walks that read each page about once (see `page_cache`)
-SCHEMA_REVISION = "0017"
+SCHEMA_REVISION = "0018"
 """The newest migration. Opening a catalog already at it never imports Alembic (a fifth
 of every command's start-up); a test keeps this equal to Alembic's own head."""
 

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 from governance.catalog.bests import record_bests
 from governance.catalog.bulk import SQLITE_NULL, copy_rows, insert_rows, sqlite_insert
 from governance.catalog.completions import record_completed
+from governance.catalog.quiet_runs import record_quiet
 from governance.catalog.tables import (
     PlanActionRow,
     PlanKeptRow,
@@ -104,6 +105,7 @@ def save_plan(engine: Engine, plan: Plan) -> None:
         conn.execute(_P.insert(), [_header_row(plan)])
         record_completed(conn, plan.completed_runs, plan.plan_id)
         record_bests(conn, plan.bests_archived, plan.plan_id)
+        record_quiet(conn, plan.quiet_runs, plan.plan_id)
         write = _bulk_writer(conn)
         if write is None:
             _insert_with_core(conn, plan)
@@ -525,6 +527,26 @@ def planned_classes(
                     key, storage_class = entry[key_at], entry[class_at]
                     if storage_class and (action_id, key) in wanted:
                         found[(action_id, key)] = storage_class
+    return found
+
+
+def copied_in_place(engine: Engine, plan_id: str, root_url: str, folder: str) -> set[str]:
+    """The keys under `folder` (root-relative) of the objects the plan copies in place
+    (transitions, archives by class): rewritten by apply itself, not by their writer."""
+    key_at = OBJECT_FIELDS.index("key")
+    a = _A.c
+    query = select(a.objects).where(
+        a.plan_id == plan_id,
+        a.root_url == root_url,
+        a.artifact_uri.startswith(root_url + folder, autoescape=True),
+        (a.action == ActionType.TRANSITION.value)
+        | ((a.action == ActionType.ARCHIVE.value) & a.dest_url.is_(None)),
+    )
+    found: set[str] = set()
+    with engine.connect() as conn:
+        for (stored,) in conn.execute(query):
+            listed = loads(stored) if isinstance(stored, str) else stored or ()
+            found.update(str(entry[key_at]) for entry in listed)
     return found
 
 

@@ -10,6 +10,7 @@ from governance.catalog import (
     completions,
     execution_tables,
     links,
+    quiet_runs,
     tables,
 )
 
@@ -20,7 +21,15 @@ def _own_tables() -> tuple[Table, ...]:
     define tables of its own there: each catalog was made with them, and every open
     refused a catalog without them as damaged)."""
     found: set[str] = set()
-    for module in (approval_tables, bests, completions, execution_tables, links, tables):
+    for module in (
+        approval_tables,
+        bests,
+        completions,
+        execution_tables,
+        links,
+        quiet_runs,
+        tables,
+    ):
         for value in vars(module).values():
             table = getattr(value, "__table__", value)
             if isinstance(table, Table) and table.metadata is SQLModel.metadata:
@@ -38,5 +47,6 @@ __all__ = [
     "completions",
     "execution_tables",
     "links",
+    "quiet_runs",
     "tables",
 ]

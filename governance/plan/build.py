@@ -42,13 +42,17 @@ from governance.plan.types import (
     Plan,
     PlannedAction,
     PlanStatus,
+    QuietRun,
     in_place_class,
+    removes_objects,
 )
 from governance.policy.models import Policy
 from governance.policy.units import format_duration
 from governance.wording import counted
 
 _COMPLETED = RunStatus.COMPLETED
+_QUIET = (RunStatus.FAILED, RunStatus.ABANDONED)
+"""Statuses a run has by having stopped: what a plan removes from it rests on that."""
 _ACTION_ORDER = {t: i for i, t in enumerate(ActionType)}
 """Within one artifact: strip before archive (archive moves what the strip leaves)."""
 
@@ -356,6 +360,7 @@ def _build(
     scanned_at: dict[str, datetime] = {}
     run_keys: dict[tuple[str, str], set[str]] = {}  # (root, run name) -> the runs' keys
     completed_runs: dict[str, list[CompletedRun]] = {}
+    quiet_runs: dict[str, list[QuietRun]] = {}
     bests_archived: dict[str, list[BestArchived]] = {}
     versioning: dict[str, bool] = {}
     totals: dict[str, int] = {}
@@ -367,6 +372,7 @@ def _build(
     running = Totals()  # the summary, valid while the actions stay in the order added
     left = Left()
     in_order = kept_in_order = True
+    abandoned_after = policy.layout.run_status.abandoned_after
     for root in roots:
         scans[root.url] = root.scan_id
         if root.scanned_at is not None:
@@ -375,6 +381,7 @@ def _build(
             versioning[root.url] = root.versioning
         removed = deleted.setdefault(root.url, 0)
         completed = completed_runs.setdefault(root.url, [])
+        quiet = quiet_runs.setdefault(root.url, [])
         live = 0
         decider = Decider(
             policy,
@@ -409,6 +416,9 @@ def _build(
                     kept.append(d.kept)
             if len(actions) > start:
                 new = actions[start:]
+                if run is not None and run.status in _QUIET and any(map(removes_objects, new)):
+                    alive = max(run.last_write, as_of - abandoned_after)
+                    quiet.append(QuietRun(run.key, run.status.value, run.last_write, alive))
                 in_order = in_order and _continues(actions, start, new)
                 for i, a in enumerate(new, start + 1):
                     a.id = i
@@ -492,5 +502,6 @@ def _build(
         notes=notes,
         controls=policy_controls(policy),
         completed_runs=completed_runs,
+        quiet_runs={url: runs for url, runs in quiet_runs.items() if runs},
         bests_archived={url: found for url, found in bests_archived.items() if found},
     )

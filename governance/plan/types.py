@@ -185,6 +185,20 @@ class CompletedRun(NamedTuple):
     final: str | None  # the checkpoint its tiers kept as the run's final, if any
 
 
+class QuietRun(NamedTuple):
+    """A run a plan read as failed or abandoned and removes from (key relative to the
+    root): what it removes rests on the run having stopped, so apply checks that nothing
+    was written in it after `live_after` (`catalog.quiet_runs`)."""
+
+    key: str
+    status: str  # failed | abandoned
+    last_write: datetime
+    live_after: datetime
+    """A write after this shows the run alive: after its last write, and within the
+    policy's `abandoned_after` of the plan's `as_of` (a write older than that would have
+    left it abandoned, and a failed run's expiry due)."""
+
+
 class BestArchived(NamedTuple):
     """A run's best checkpoint by a metric that the plan archives to another location
     (keys relative to the root): recorded with the plan (`catalog.bests`), and once its
@@ -228,6 +242,9 @@ class Plan:
     """Root URL -> each run it saw completed: saved with it (`catalog.completions`), so an
     apply that removes that evidence (an archived final checkpoint) does not make the run
     read as abandoned. Not part of its identity."""
+    quiet_runs: dict[str, list[QuietRun]] = field(default_factory=dict)
+    """Root URL -> each failed or abandoned run the plan removes from: saved with it, and
+    re-checked by apply. Not part of its identity."""
     bests_archived: dict[str, list[BestArchived]] = field(default_factory=dict)
     """Root URL -> each run's best checkpoint the plan archives away: saved with it. Not
     part of its identity."""

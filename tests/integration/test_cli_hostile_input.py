@@ -137,7 +137,7 @@ def test_a_catalog_missing_a_table_is_refused_unchanged(demo: tuple[str, str, Pa
         result = CliRunner().invoke(cli, ["--catalog", url, *args])
         assert result.exit_code == 2, result.output
         assert result.stderr == (
-            f"error: catalog {url} is at schema 0017 but lacks the table plan_actions: it is "
+            f"error: catalog {url} is at schema 0018 but lacks the table plan_actions: it is "
             "damaged; restore it from a backup\n"
         )
     with sqlite3.connect(damaged) as db:
