@@ -177,9 +177,11 @@ class ActionRunner:
         # Actions with a delete whose outcome is not known: their rows are settled one by
         # one (those known removed), the others stay pending for the next apply.
         uncertain = {i.action_id for i in batch.items if answers[(i.action_id, i.key)].unknown}
+        done: dict[int, int] = {}  # action id -> its objects removed in this batch
         for item in batch.items:
             answer = answers[(item.action_id, item.key)]
             if answer.ok:
+                done[item.action_id] = done.get(item.action_id, 0) + 1
                 gone.append((item.root_url, item.key, "", item.size or 0))
                 version = answer.version_id
                 if version is None and self.config.delete_mode == "versioned":
@@ -195,6 +197,10 @@ class ActionRunner:
         removed += self.recovered(batch.removal, batch.pending)
         gone += _gone_before(batch.removal)
         gone += _aborted_uploads(batch.checks, errors)
+        for c in batch.removal:
+            removed_now = done.get(c.action.id, 0) + len(c.already)
+            if c.action.id in errors and removed_now:
+                errors[c.action.id] = self._partly_removed(c, errors[c.action.id], removed_now)
         outcomes = [self._outcome(c, errors) for c in batch.checks]
         removal_ids = [c.action.id for c in batch.removal if c.action.id not in uncertain]
         by_row = [r for r in removed if r[2] is not None or r[0] in uncertain]
@@ -405,6 +411,22 @@ class ActionRunner:
             bytes=action.bytes,
             final=not failed,
             execution_id=self.execution_id,
+        )
+
+    def _partly_removed(self, check: Check, error: str, removed: int) -> str:
+        """A removal that failed for some of its objects after others went (a per-key
+        error in a delete's answer): the reason says what is gone and how it comes back,
+        as the artifact is now neither whole nor gone."""
+        mode = self.config.delete_mode
+        how = {
+            "quarantine": "moved to quarantine (govern restore brings them back)",
+            "versioned": "deleted behind delete markers (govern restore brings them back)",
+            "permanent": "deleted permanently",
+        }.get(mode, "removed")
+        total = len(check.action.objects)
+        return (
+            f"{error}; partly carried out: {removed:,} of {total:,} objects {how}, the rest "
+            "left (a later apply retries them)"
         )
 
     def _done_reason(self, check: Check) -> str:

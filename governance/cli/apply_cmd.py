@@ -24,6 +24,7 @@ from governance.cli.output import (
     dumps,
     emit_json,
     format_option,
+    say,
     stdout_console,
 )
 from governance.errors import EXIT_FAILED, EXIT_REFUSED, ArgumentError
@@ -158,7 +159,7 @@ def apply(
     else:
         _print_execution(report)
     for note in report.notes:
-        click.echo(f"note: {note}", err=True)
+        say("note", note)
     code = _exit_code(report)
     if report.failed:
         click.echo(
@@ -281,7 +282,7 @@ def restore(
     else:
         _print_restore(report)
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        say("note", note)
     if report.failed:
         raise click.exceptions.Exit(EXIT_FAILED)
 

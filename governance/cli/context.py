@@ -54,12 +54,13 @@ class AppContext:
         if engine is None:
             return
         from governance.catalog.engine import check_unchanged
+        from governance.cli.output import say
         from governance.errors import CatalogError
 
         try:
             check_unchanged(engine)
         except CatalogError as exc:
-            click.echo(f"error: {exc}", err=True)
+            say("error", exc)
             raise SystemExit(exc.exit_code) from None
         finally:
             _dispose(engine)

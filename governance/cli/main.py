@@ -19,7 +19,7 @@ import click
 
 from governance import __version__
 from governance.cli.context import AppContext
-from governance.cli.output import guard_std_streams, output_failure
+from governance.cli.output import guard_std_streams, output_failure, say
 from governance.errors import CatalogError, GovernanceError, PolicyError
 from governance.settings import build_settings
 from governance.wording import shown
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> Any:
     except SystemExit as done:
         failure = output_failure()
         if failure is not None and not done.code:  # (a failed write that was swallowed)
-            click.echo(f"error: {failure}", err=True)
+            say("error", failure)
             sys.exit(1)
         raise
 

@@ -52,6 +52,16 @@ def dumps(doc: Any) -> str:
     return json.dumps(doc, default=_default, indent=2, ensure_ascii=False)
 
 
+def say(kind: str, text: object) -> None:
+    """One line on stderr, `error: ...`, `note: ...`, `warning: ...`, with what it quotes
+    (a path, a bucket's answer) shown escaped (`wording.shown`): a terminal neither runs an
+    escape sequence in a folder's name nor, piped, loses it (click strips what it takes
+    for colour codes from a stream that is not a terminal: another path was named)."""
+    from governance.wording import shown
+
+    click.echo(f"{kind}: {shown(str(text), newlines=True)}", err=True)
+
+
 def emit_json(doc: Any) -> None:
     click.echo(dumps(doc))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from governance.cli.output import GivenPath, emit_json, format_option
+from governance.cli.output import GivenPath, emit_json, format_option, say
 from governance.errors import PolicyError
 from governance.policy import Policy, load_policy
 from governance.wording import counted
@@ -33,7 +33,7 @@ def validate(path: str, fmt: str) -> None:
         raise
     warnings = not_acted_on(loaded) + without_storage_classes(loaded)
     for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+        say("warning", warning)
     if fmt == "json":
         doc = {
             "valid": True,

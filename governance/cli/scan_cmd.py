@@ -15,6 +15,7 @@ from governance.cli.output import (
     GivenPath,
     emit_json,
     format_option,
+    say,
     stderr_console,
     stdout_console,
 )
@@ -123,7 +124,7 @@ def scan(
         warn=None if app.settings.quiet else warn_of,
     ):
         if isinstance(summary_or_error, GovernanceError):
-            click.echo(f"error: {summary_or_error}", err=True)
+            say("error", summary_or_error)
             errors.append(summary_or_error)
         else:
             summaries.append(summary_or_error)
@@ -133,14 +134,14 @@ def scan(
         _print_table(summaries)
     for s in summaries:
         if s.status == "superseded" and not app.settings.quiet:
-            click.echo(f"note: scan {s.scan_id} of {s.root}: {s.error}", err=True)
+            say("note", f"scan {s.scan_id} of {s.root}: {s.error}")
         if s.links and not app.settings.quiet:
-            click.echo(f"note: {links_note(s)}", err=True)
+            say("note", links_note(s))
         if s.unreadable_names and not app.settings.quiet:
-            click.echo(f"note: {unreadable_names_note(s)}", err=True)
+            say("note", unreadable_names_note(s))
     if summaries and not app.settings.quiet:
         for note in nested_roots_notes(app, [s.root for s in summaries]):
-            click.echo(f"note: {note}", err=True)
+            say("note", note)
     if errors:
         raise click.exceptions.Exit(max(e.exit_code for e in errors))
 
@@ -174,7 +175,7 @@ def warn_of(text: str) -> None:
     """A warning on stderr (never in the JSON on stdout); `-q` passes none, as it silences
     the logged warnings and the notes: "warning: s3://b/nope/: no objects under this
     prefix (is it spelled right? the bucket holds: datasets/, runs/)"."""
-    click.echo(f"warning: {text}", err=True)
+    say("warning", text)
 
 
 def links_note(s: ScanSummary) -> str:

@@ -602,8 +602,8 @@ class S3Store:
                 )
             elif etag and code == "AccessDenied":
                 text += (
-                    " (a delete conditional on the object's ETag needs s3:GetObject as well "
-                    "as s3:DeleteObject)"
+                    " (check that s3:DeleteObject is allowed on it; a delete conditional on "
+                    "the object's ETag needs s3:GetObject as well)"
                 )
             results.append(KeyResult(k, False, error=text))
         return results

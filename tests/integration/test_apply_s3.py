@@ -300,6 +300,13 @@ def test_per_key_delete_errors_fail_the_action_and_nothing_is_marked_done(
     failed = by_key.pop(f"{RUN}checkpoint-1000/")
     assert failed["outcome"] == "failed"
     assert "AccessDenied" in failed["reason"]
+    # the artifact is neither whole nor gone: the reason says what went, and how back
+    total = failed["objects"]
+    assert total > 1
+    assert failed["reason"].endswith(
+        f"; partly carried out: {total - 1} of {total} objects moved to quarantine (govern "
+        "restore brings them back), the rest left (a later apply retries them)"
+    )
     assert not failed["final"]
     assert {r["outcome"] for r in by_key.values()} == {"ok"}
     assert report["plan_status"] == "partially_applied"

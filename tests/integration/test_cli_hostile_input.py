@@ -101,6 +101,19 @@ def test_an_escape_sequence_in_an_argument_is_shown_escaped_in_the_error(tmp_pat
     assert result.stderr == f"error: policy file not found: {tmp_path}/\\x1b]0;pwned\\x07X.yaml\n"
 
 
+def test_an_escape_sequence_in_a_scanned_root_is_shown_escaped(tmp_path: Path) -> None:
+    """`scan` printed its per-root errors raw: a colour code in the path ran under a
+    terminal, and piped, click stripped it (the error named `.../red/`)."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    typed = f"{tmp_path}/\x1b[31mred"
+    result = _run("--catalog", catalog, "scan", "--root", typed)
+    assert result.returncode == 2, result.stderr
+    assert b"\x1b" not in result.stderr
+    assert result.stderr.decode() == (
+        f"error: file://{tmp_path}/\\x1b[31mred/: does not exist\n"
+    )
+
+
 def test_demo_refuses_a_folder_it_cannot_make_and_a_bad_catalog_before_writing(
     tmp_path: Path,
 ) -> None:
