@@ -109,9 +109,7 @@ def test_an_escape_sequence_in_a_scanned_root_is_shown_escaped(tmp_path: Path) -
     result = _run("--catalog", catalog, "scan", "--root", typed)
     assert result.returncode == 2, result.stderr
     assert b"\x1b" not in result.stderr
-    assert result.stderr.decode() == (
-        f"error: file://{tmp_path}/\\x1b[31mred/: does not exist\n"
-    )
+    assert result.stderr.decode() == (f"error: file://{tmp_path}/\\x1b[31mred/: does not exist\n")
 
 
 def test_demo_refuses_a_folder_it_cannot_make_and_a_bad_catalog_before_writing(
