@@ -27,6 +27,7 @@ import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import islice
 from operator import le, methodcaller
 from typing import Any, cast
@@ -150,6 +151,10 @@ class _Open:
     key: str
     attributes: Mapping[str, str]
     objs: list[CatalogObject] = field(default_factory=list)
+    inner_last: datetime | None = None
+    """The newest write of the runs inside this one's folder (a template matched deeper:
+    the Trainer's TensorBoard folder `output/runs/<date>_<host>/` under `runs/{run}/`):
+    their objects are theirs, but a write there is this run's sign of life too."""
 
 
 class _Streamer:
@@ -209,7 +214,19 @@ class _Streamer:
         if run is None:
             return Group(None, arts)
         ctx = Context(self.options, self.read_meta, {}, self.trackers)
-        return Group(build_run(run.key, run.attributes, objs, arts, ctx), arts)
+        built = build_run(run.key, run.attributes, objs, arts, ctx, run.inner_last)
+        return Group(built, arts)
+
+    def _close(self) -> Group:
+        """Pop the innermost open run into its group; the run holding it (still open)
+        learns of its last write."""
+        done = self.stack.pop()
+        group = self._group(done.objs, done)
+        if self.stack and group.run is not None:
+            outer, last = self.stack[-1], group.run.last_write
+            if outer.inner_last is None or last > outer.inner_last:
+                outer.inner_last = last
+        return group
 
     def _flush_outside(self) -> Iterator[Group]:
         if self.outside:
@@ -220,8 +237,7 @@ class _Streamer:
         key = obj.key
         stack = self.stack
         while stack and not key.startswith(stack[-1].key):
-            done = stack.pop()
-            yield self._group(done.objs, done)
+            yield self._close()
         found = self._run_of(key)
         if stack and (found is None or not found[0].startswith(stack[-1].key)):
             stack[-1].objs.append(obj)  # cannot happen with consistent runs; never lose one
@@ -274,8 +290,7 @@ class _Streamer:
 
     def finish(self) -> Iterator[Group]:
         while self.stack:
-            done = self.stack.pop()
-            yield self._group(done.objs, done)
+            yield self._close()
         yield from self._flush_outside()
         if self.root_units:
             units, self.root_units = self.root_units, []

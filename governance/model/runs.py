@@ -284,9 +284,13 @@ def build_run(
     objs: list[CatalogObject],
     artifacts: list[Artifact],
     ctx: Context,
+    inner_last: datetime | None = None,
 ) -> Run:
-    """The run record for one buffered run: status with evidence, last write, best checkpoint."""
+    """The run record for one buffered run: status with evidence, last write (of its own
+    objects, or `inner_last`, of a run inside its folder, when newer), best checkpoint."""
     last_write = max(map(_LAST_MODIFIED, objs))
+    if inner_last is not None and inner_last > last_write:
+        last_write = inner_last
     age = _age((ctx.options.as_of - last_write).total_seconds())
     trainer = _newest_trainer_state(artifacts, ctx)
     status, reason = _status(key, objs, artifacts, ctx, last_write, age, trainer)

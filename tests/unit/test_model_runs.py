@@ -250,3 +250,29 @@ def test_mixed_layouts_in_one_root() -> None:
         "exp/nemo/": {"nemo"},
         "exp/dcp/": {"dcp"},
     }
+
+
+def test_a_run_inside_a_runs_folder_is_a_sign_of_life_of_the_run_holding_it() -> None:
+    """The Trainer logs to `output_dir/runs/<date>_<host>/`: under `runs/{run}/`, the
+    example layout's first template `{team}/{project}/runs/{run}/` matches that folder
+    too (team `runs`, project the run), and it was a run of its own. Training between
+    checkpoints writes only there: the run holding it read as abandoned, and a rule for
+    dead runs expired the checkpoints it was training from."""
+    t = b.MemoryTree()
+    b.hf_run(t, "runs/live", steps=(100, 200))
+    tb = "runs/live/runs/Dec07_23-30-00_host/events.out.tfevents.1.host"
+    t(tb, b"event", b.T0 + timedelta(days=20))
+    found = runs(t, days=20.5, run_templates=("{team}/{project}/runs/{run}/", "runs/{run}/"))
+    outer, inner = found["runs/live/"], found["runs/live/runs/Dec07_23-30-00_host/"]
+    assert outer.run is not None
+    assert inner.run is not None
+    assert [o.key for a in inner.artifacts for o in a.objects] == [tb]  # its own objects
+    assert outer.run.last_write == b.T0 + timedelta(days=20)
+    assert outer.run.status is RunStatus.RUNNING
+    assert outer.run.status_reason.startswith("last write 12.0h ago")
+    # without the nested folder's write the run is abandoned: the same tree, quiet
+    quiet = b.MemoryTree()
+    b.hf_run(quiet, "runs/live", steps=(100, 200))
+    alone = runs(quiet, days=20.5, run_templates=("{team}/{project}/runs/{run}/", "runs/{run}/"))
+    assert alone["runs/live/"].run is not None
+    assert alone["runs/live/"].run.status is RunStatus.ABANDONED
