@@ -563,10 +563,15 @@ def is_read_only(engine: Engine) -> bool:
 
 
 def may_not_write(exc: BaseException) -> bool:
-    """Whether a database error is PostgreSQL's "insufficient privilege": a role that may
-    read the catalog but not write it (an approver's, an analyst's)."""
+    """Whether a database error refuses a write to a catalog this user may read: a
+    PostgreSQL role's "insufficient privilege" (an approver's, an analyst's), or SQLite's
+    read-only database (a catalog on a read-only mount that opened for writing, as one does
+    while its writer holds the -wal and -shm files open, and refuses the first write)."""
     orig = getattr(exc, "orig", None) or exc
-    return getattr(orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE
+    if getattr(orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
+        return True
+    code = _sqlite_code(exc)
+    return code is not None and code & 0xFF == _SQLITE_READONLY
 
 
 def _read_only_engine(url: str, path: Path, *, immutable: bool) -> Engine:

@@ -490,6 +490,31 @@ def test_ls_runs_after_a_new_scan_shows_what_a_writer_would_without_storing_it(
     assert (again.exit, again.stdout) == (0, want_runs.stdout), again.stderr
 
 
+def test_ls_runs_after_a_new_scan_while_the_writer_is_connected(
+    shared: Shared, reader: Reader, folder: Path
+) -> None:
+    """With the owner's job connected (its -wal and -shm files there), a read-only mount
+    opened the catalog for writing, and `ls runs` failed at its first write ("attempt to
+    write a readonly database"): it classifies in memory instead, as with no writer."""
+    if reader.name == "chattr":  # (`_locked_run` compares every byte of the folder)
+        pytest.skip("chattr +i leaves the writer's -shm file writable: read marks change it")
+    catalog = folder / "catalog.db"
+    assert _writer(catalog, "scan", "--policy", str(shared.policy)).exit_code == 0
+    want = _writer(catalog, "ls", "runs", "--format", "json")
+    held = sqlite3.connect(catalog)  # the running job: the -wal file stays while it is open
+    try:
+        held.execute("PRAGMA journal_mode").fetchone()
+        held.execute("SELECT count(*) FROM runs").fetchone()
+        # the owner scans again (nothing changed: a new scan all the same), still connected
+        assert _writer(catalog, "scan", "--policy", str(shared.policy)).exit_code == 0
+        assert Path(f"{catalog}-wal").exists()
+        (runs,) = _locked_run(reader, folder, [["ls", "runs", "--format", "json"]])
+    finally:
+        held.close()
+    assert (runs.crash, runs.exit, runs.stderr) == (None, 0, ""), runs.stderr
+    assert json.loads(runs.stdout) == json.loads(want.stdout)
+
+
 class OtherUserNoRead(OtherUser):
     def lock(self, folder: Path, catalog: Path) -> None:
         super().lock(folder, catalog)
