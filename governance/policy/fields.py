@@ -284,13 +284,18 @@ class Selector(PolicyModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _gather_placeholders(cls, data: Any) -> Any:
+    def _gather_placeholders(cls, data: Any, info: ValidationInfo) -> Any:
+        """Keys other than the fixed ones into `attributes`. In a policy file, a key
+        `attributes` is one of them too (and so no placeholder: an unknown select key):
+        the field is where they are gathered, not a key a policy writes."""
         if not isinstance(data, dict):
             return data
-        extra = {k: v for k, v in data.items() if k not in cls.model_fields}
+        loaded = bool((info.context or {}).get("loader"))
+        fixed = [k for k in cls.model_fields if not (loaded and k == "attributes")]
+        extra = {k: v for k, v in data.items() if k not in fixed}
         if not extra:
             return data
-        out = {k: v for k, v in data.items() if k in cls.model_fields}
+        out = {k: v for k, v in data.items() if k in fixed}
         given = out.get("attributes")
         out["attributes"] = {**(given if isinstance(given, dict) else {}), **extra}
         return out

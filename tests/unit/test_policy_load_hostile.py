@@ -488,3 +488,18 @@ def test_a_reused_anchor_is_legal_and_says_nothing(
     path.write_text(HEAD + "protect: {tags: {a: &x b, c: &x d}}\n")
     assert dict(load_policy(path).protect.tags) == {"a": "b", "c": "d"}
     assert capsys.readouterr().err == ""
+
+
+def test_attributes_is_not_a_select_key_a_policy_writes(tmp_path: Path) -> None:
+    """`attributes` is where a selector gathers layout placeholders: written as a key it
+    was taken (`attributes: {team: nlp}` as `team: nlp`), a key no document names."""
+    found = problems(
+        tmp_path,
+        "layout: {runs: ['{team}/runs/{run}/']}\n"
+        "rules: [{name: logs, select: {kind: log, attributes: {team: nlp}}, "
+        "expire: {after: 1d}}]\n",
+    )
+    assert found == [
+        "6:54: rules[0].select.attributes: unknown select key 'attributes': not a selector "
+        "key nor a placeholder of layout.runs (team)"
+    ]
