@@ -97,7 +97,29 @@ def load_policy_text(text: str, source_name: str = "<policy>") -> Policy:
     return _load(text, source_name, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
+_SEPARATORS = re.compile("[\x85\u2028\u2029]")
+"""Characters YAML 1.1 read as line breaks and YAML 1.2 does not: ruamel ends a line at
+them (a comment's text became a document's next line, a syntax error far from it), an
+editor does not."""
+
+
+def _separators(text: str, name: str) -> None:
+    """Refuse each character of `_SEPARATORS`, placed, before YAML misreads around it."""
+    found = []
+    for match in _SEPARATORS.finditer(text):
+        line, col = _line_col(text, match.start())
+        found.append(
+            f"{name}:{line}:{col}: the character U+{ord(match[0]):04X} (a line separator "
+            "to some YAML readers, not to others): remove it"
+        )
+    if found:
+        raise PolicyError(
+            f"invalid policy {name}: a line separator YAML readers disagree on", found
+        )
+
+
 def _load(text: str, name: str, sha256: str) -> Policy:
+    _separators(text, name)
     try:
         tree, found, unreadable = _parse(text, name)
         if tree is None:

@@ -503,3 +503,16 @@ def test_attributes_is_not_a_select_key_a_policy_writes(tmp_path: Path) -> None:
         "6:54: rules[0].select.attributes: unknown select key 'attributes': not a selector "
         "key nor a placeholder of layout.runs (team)"
     ]
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\x85"])
+def test_a_line_separator_yaml_readers_disagree_on_is_placed_not_misread(
+    tmp_path: Path, char: str
+) -> None:
+    """ruamel ended a line at U+2028 inside a comment: a syntax error at a place an
+    editor does not show (YAML 1.2 reads it as an ordinary character)."""
+    found = problems(tmp_path, f"# pasted from a wiki:{char} keep logs a week\n")
+    assert found == [
+        f"5:22: the character U+{ord(char):04X} (a line separator to some YAML readers, not "
+        "to others): remove it"
+    ]
