@@ -544,7 +544,15 @@ def _keep_by_tier(ctx: _Ctx, d: Decision, rule: Rule, tier: Tier, why: str) -> N
     d.keep(rule.name, tier.name, how, reason)
 
 
-def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None) -> None:
+def _apply_tiers(
+    ctx: _Ctx,
+    rule: Rule,
+    members: list[Decision],
+    run: Run | None,
+    complete: Sequence[Decision] = (),
+) -> None:
+    """The rule's tiers over its checkpoints of the run (`complete`: all the run's
+    complete checkpoints, whichever rule owns them: `final` is the run's highest step)."""
     assert rule.tiers is not None
     records = ctx.decider.archived_bests.get(run.key) if run is not None else None
     archived: tiering.ArchivedBests | None = None
@@ -561,6 +569,7 @@ def _apply_tiers(ctx: _Ctx, rule: Rule, members: list[Decision], run: Run | None
         trace=ctx.trace,
         when=ctx.written,
         archived=archived,
+        others=[d.artifact for d in complete if d.rule != rule.name] if complete else (),
     )
     names = ", ".join(t.name for t in rule.tiers)
     chosen, traced = outcome.picks, outcome.trace
@@ -630,7 +639,8 @@ def _bests(found: list[tuple[Decision, str, str, float]], run: Run | None) -> li
 
 
 def _note_unmeasured(ctx: _Ctx, rule: Rule, members: list[Decision]) -> None:
-    """Record each tier of `rule` that keeps `best` by a metric none of `members` reports."""
+    """Record each tier of `rule` that keeps `best` by a metric none of `members` reports,
+    where it keeps nothing for `best` (no recorded best of the run's Trainer among them)."""
     assert rule.tiers is not None
     for tier in rule.tiers:
         metric = tier.best_metric
@@ -639,6 +649,9 @@ def _note_unmeasured(ctx: _Ctx, rule: Rule, members: list[Decision]) -> None:
         name = metric.name
         if any(name in d.artifact.metrics for d in members):
             continue
+        recorded = ctx.run.best_checkpoint if ctx.run is not None else None
+        if recorded is not None and any(d.artifact.key == recorded for d in members):
+            continue  # (the tier keeps the Trainer's recorded best: `tiers.best_checkpoint`)
         reported = tuple(sorted({m for d in members for m in d.artifact.metrics}))
         run = ctx.run.name if ctx.run is not None else None
         ctx.unmeasured.append(Unmeasured(rule.name, tier.name, name, run, reported))
@@ -1050,7 +1063,7 @@ class Decider:
             else:
                 _expire_or_transition(ctx, d, owner, run)
         for index in sorted(tier_members):
-            _apply_tiers(ctx, policy.rules[index], tier_members[index], run)
+            _apply_tiers(ctx, policy.rules[index], tier_members[index], run, complete)
         loose_aliases = _loose_aliases(loose, written) if stepless and len(loose) > 1 else []
         ctx.aliases += loose_aliases
         _guard_newest(complete, run, written, ctx.aliases)

@@ -395,10 +395,13 @@ def select(
     trace: bool = False,
     when: Written | None = None,
     archived: ArchivedBests | None = None,
+    others: Sequence[Artifact] = (),
 ) -> TierOutcome:
     """Run every tier over a run's complete checkpoints that one rule owns (`when`: their
     `Written` map, when the caller has it; `archived`: the run's bests an applied plan
-    archived away)."""
+    archived away; `others`: the run's complete checkpoints other rules own, for what
+    `final` is: the run's highest step, which no checkpoint of a lower one stands in for
+    when another rule owns it)."""
     out = TierOutcome()
     at = when if when is not None else written(checkpoints)
     every = checkpoints
@@ -443,6 +446,9 @@ def select(
             final = next((c for c in checkpoints if c.key == recorded.final), None)
         else:
             final = ranked[0] if ranked is not None else newest(checkpoints, at)
+            step = final.step if final is not None else None
+            if step is not None and any(o.step is not None and o.step > step for o in others):
+                final = None  # (the run's final is another rule's)
         out.final = final.key if final is not None else None
     for index, tier in enumerate(tiers):
         ordered = ranked

@@ -166,8 +166,8 @@ def test_a_conditional_delete_denied_names_the_permission_it_needs(
     [plain] = store.delete(["a.bin"])
 
     assert conditional.error == (
-        "AccessDenied: Access Denied (a delete conditional on the object's ETag needs "
-        "s3:GetObject as well as s3:DeleteObject)"
+        "AccessDenied: Access Denied (check that s3:DeleteObject is allowed on it; a delete "
+        "conditional on the object's ETag needs s3:GetObject as well)"
     )
     assert plain.error == "AccessDenied: Access Denied"
 

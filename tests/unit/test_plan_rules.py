@@ -850,6 +850,27 @@ def test_a_best_metric_no_checkpoint_reports_is_named_in_a_note() -> None:
     assert kinds(plan, "runs/hf/checkpoint-200/") == []  # best by eval_loss, and newest
 
 
+def test_a_trainers_recorded_best_stands_in_and_no_note_says_best_keeps_nothing() -> None:
+    """No checkpoint reports eval_loss, but the Trainer recorded its best checkpoint (by
+    its own metric_for_best_model): the tier keeps that one, says why, and no note says
+    that best keeps nothing there (the note contradicted the plan)."""
+    arts = [
+        checkpoint("runs/hf/", s, age_days=10 - s / 100, metrics={"eval_accuracy": s / 1000})
+        for s in (100, 200, 300, 400)
+    ]
+    g = group("hf", arts)
+    assert g.run is not None
+    g.run.best_checkpoint = "runs/hf/checkpoint-200/"
+    plan = make_plan([g], policy(BEST_BY_EVAL_LOSS))
+    assert plan.notes == []
+    kept = kept_for(plan, "runs/hf/checkpoint-200/")
+    assert kept is not None
+    assert kept.tier == "long-term"
+    assert "is the run's recorded best checkpoint (no eval_loss values)" in kept.reason
+    assert kinds(plan, "runs/hf/checkpoint-100/") == ["delete"]
+    assert kinds(plan, "runs/hf/checkpoint-300/") == ["delete"]
+
+
 # ----------------------------------------------------------------------------- quarantine
 
 
@@ -1018,3 +1039,29 @@ def test_a_notice_mode_plan_says_that_no_one_is_notified() -> None:
     assert "can be applied 1h30m after it was made, with no approval" in said
     plain = make_plan([group("a", cks)], policy(body))
     assert not [n for n in plain.notes if n.startswith("approval.mode notice")]
+
+
+def test_final_is_the_runs_highest_step_even_when_another_rule_owns_it() -> None:
+    """An earlier rule owns checkpoint-400: the tier keeping `final` kept checkpoint-300
+    in its place, stripped and named "the final checkpoint of the completed run"."""
+    pol = policy(
+        f"""
+rules:
+  - name: pinned
+    select: {{kind: checkpoint, path: "{ROOT}runs/a/checkpoint-400/**"}}
+    expire: {{after: 1000d}}
+  - name: checkpoints
+    select: {{kind: checkpoint}}
+    tiers:
+      - {{name: long-term, keep: [final], keep_components: [weights]}}
+    otherwise: delete
+"""
+    )
+    arts = [checkpoint(R, s, age_days=10 - s / 100) for s in (100, 200, 300, 400)]
+    plan = make_plan([group("a", arts, RunStatus.COMPLETED)], pol)
+    kept = kept_for(plan, f"{R}checkpoint-400/")
+    assert kept is not None
+    assert kept.rule == "pinned"
+    for step in (100, 200, 300):
+        assert kinds(plan, f"{R}checkpoint-{step}/") == ["delete"], step
+    assert not any("final checkpoint" in a.reason for a in plan.actions)
