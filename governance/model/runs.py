@@ -303,6 +303,16 @@ def build_run(
         reason = (
             f"completed when plan {seen.plan_id} was made ({seen.reason}); nothing written since"
         )
+    elif (
+        status is RunStatus.COMPLETED
+        and seen is not None
+        and seen.final is not None
+        and last_write <= seen.last_write
+    ):
+        # Completed by its own evidence still (a marker), and as that plan saw it: its
+        # final is the one that plan kept (archived away since, most likely), not the
+        # newest checkpoint left, which each later plan took for the final and moved too.
+        recorded = seen
     return Run(
         key=key,
         name=attributes.get("run") or basename(key),

@@ -90,3 +90,28 @@ def test_a_run_written_to_again_is_read_from_what_it_holds(
     status, reason = _run_status(setup)
     assert status == "running"
     assert "completed when plan" not in reason
+
+
+def test_a_run_completed_by_its_marker_keeps_the_final_its_plan_archived(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """With a `COMPLETED` marker the run stays completed by its own evidence once its
+    final is archived away; but each later plan took the newest checkpoint left for the
+    final, stripped it and archived it too, one a night, until the run held none."""
+    from tests.fixtures.builders import marker
+
+    setup, base, storage = _setup(tmp_path, catalog_url)
+    marker(local_writer(storage), RUN)
+    first = setup.plan()
+    assert actions_by(first, base)[f"{RUN}checkpoint-300/"] == ["strip", "archive"]
+    setup.apply(first["plan_id"])
+    assert not (storage / RUN / "checkpoint-300").exists()
+
+    for again in (setup.plan("--no-scan"), setup.plan()):
+        assert again["actions"] == [], [a["reason"] for a in again["actions"]]
+        kept = {k["artifact"]["uri"]: k["tier"] for k in again["kept"]}
+        assert kept[f"{base}{RUN}checkpoint-200/"] == "recent"
+    assert (storage / RUN / "checkpoint-200" / "optimizer.pt").exists()
+    status, reason = _run_status(setup)
+    assert (status, reason) == ("completed", f"completed marker {RUN}COMPLETED")

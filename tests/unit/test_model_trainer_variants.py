@@ -83,7 +83,25 @@ def test_an_accelerate_save_state_checkpoint_is_complete_and_strippable() -> Non
     assert roles["unet/config.json"] is Component.METADATA
     assert roles["optimizer.bin"] is Component.OPTIMIZER
     assert roles["scheduler.bin"] is Component.SCHEDULER
-    assert roles["random_states_0.pkl"] is Component.RNG
+    # the main process's RNG state, and accelerate's commit marker: kept by a strip
+    assert roles["random_states_0.pkl"] is Component.METADATA
+
+
+def test_an_accelerate_checkpoint_a_strip_leaves_is_still_complete() -> None:
+    """A strip to `weights` removed `random_states_0.pkl` with the RNG state: what it
+    left read as an unfinished save, residue, and the next plan deleted the weights."""
+    t = b.MemoryTree()
+    d = "sd/checkpoint-500/"
+    _accelerate(t, d)
+    before = run_tree(t, as_of=LATE)[d]
+    kept = {Component.WEIGHTS, Component.METADATA}  # what a strip to [weights] leaves
+    left = b.MemoryTree()
+    for m in before.members:
+        if m.component in kept:
+            left(m.obj.key, t.content[m.obj.key], m.obj.last_modified)
+    assert sorted(left.content) != sorted(t.content)  # the strip removed something
+    after = run_tree(left, as_of=LATE)[d]
+    assert (after.kind, after.complete) == (Kind.CHECKPOINT, True), after.completeness_reason
 
 
 def test_an_accelerate_save_without_its_rng_state_is_unfinished() -> None:

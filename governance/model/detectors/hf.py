@@ -90,6 +90,10 @@ def hf_component(name: str) -> Component:
     lower = name.lower()
     if lower.startswith(FSDP_MODEL_DIR) and "/" in name:
         return Component.WEIGHTS  # the whole shard set (with its `.metadata`) is the weights
+    if base == ACCELERATE_DONE:
+        # accelerate's commit marker as well as the main process's RNG state: a strip
+        # keeps it, or the checkpoint it leaves reads as an unfinished save, residue
+        return Component.METADATA
     if base.startswith(("rng_state", "random_states")):
         return Component.RNG
     if base.startswith("scheduler"):
