@@ -89,11 +89,21 @@ def _info_object(key: str, item: Mapping[str, Any]) -> ObjectInfo:
     )
 
 
+def _upload_written(upload: Mapping[str, Any]) -> datetime:
+    """When an incomplete upload was last written: its newest part's upload (the
+    `LastWrite` its parts' listing found), else its start. A multi-day upload of a large
+    checkpoint started long ago is written still: its start made it look old enough to
+    abort while parts were arriving."""
+    started = utc(upload["Initiated"])
+    last = upload.get("LastWrite")
+    return max(started, utc(last)) if last is not None else started
+
+
 def _info_upload(key: str, upload: Mapping[str, Any]) -> ObjectInfo:
     return ObjectInfo(
         key=key,
         size=upload.get("Size", 0),
-        last_modified=utc(upload["Initiated"]),
+        last_modified=_upload_written(upload),
         etag="",
         storage_class=upload.get("StorageClass") or "STANDARD",
         upload_id=upload["UploadId"],
@@ -115,7 +125,7 @@ def _row_object(key: str, item: Mapping[str, Any]) -> ListingRow:
 
 
 def _row_upload(key: str, upload: Mapping[str, Any]) -> ListingRow:
-    micros = epoch_micros(utc(upload["Initiated"]))
+    micros = epoch_micros(_upload_written(upload))
     storage_class = upload.get("StorageClass") or "STANDARD"
     return (key, upload["UploadId"], upload.get("Size", 0), "", micros, storage_class, None, None)
 
@@ -427,13 +437,18 @@ class ParallelListing(Generic[T]):
         if self._abort.is_set():
             raise _Cancelled
         size = 0
+        last: datetime | None = None  # the newest part's upload
         try:
             paginator = self._client.get_paginator("list_parts")
             pages = paginator.paginate(
                 Bucket=self._bucket, Key=upload["Key"], UploadId=upload["UploadId"]
             )
             for page in pages:
-                size += sum(int(part.get("Size", 0)) for part in page.get("Parts", ()))
+                for part in page.get("Parts", ()):
+                    size += int(part.get("Size", 0))
+                    written = part.get("LastModified")
+                    if written is not None and (last is None or written > last):
+                        last = written
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchUpload", "404"):
@@ -448,9 +463,8 @@ class ParallelListing(Generic[T]):
                 )  # fmt: skip
             self._parts_unread = True
             size = 0
-        self._emit(
-            [self._rows.upload(upload["Key"][len(self._prefix) :], {**upload, "Size": size})]
-        )
+        seen = {**upload, "Size": size, "LastWrite": last}
+        self._emit([self._rows.upload(upload["Key"][len(self._prefix) :], seen)])
 
     def _objects(self, contents: Sequence[Mapping[str, Any]]) -> list[T]:
         cut, excludes, make = len(self._prefix), self._excludes, self._rows.obj

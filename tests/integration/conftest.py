@@ -77,6 +77,18 @@ def _put_many(bucket: str, keys: Iterable[str], body: bytes = b"x") -> None:
         backend.put_object(bucket, key, body)
 
 
+def age_upload_parts(bucket: str, upload_id: str, days: float = 10) -> None:
+    """Date the parts of an incomplete upload `days` back, in the moto backend behind
+    the HTTP endpoint: an upload's age is its newest part's (moto stamps parts now, and
+    reports every upload as initiated on one fixed date in 2010)."""
+    from datetime import UTC, datetime, timedelta
+
+    upload = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_bucket(bucket).multiparts[upload_id]
+    when = (datetime.now(UTC) - timedelta(days=days)).replace(tzinfo=None)  # (moto: naive)
+    for part in upload.parts.values():
+        part.last_modified = when
+
+
 def deny_deletes(s3_client: Any, bucket: str, resource: str) -> None:
     """A bucket policy denying everyone `s3:DeleteObject` on `resource` (a key or a
     `prefix/*` pattern of the bucket): moto answers those deletes AccessDenied."""

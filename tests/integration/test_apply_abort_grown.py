@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.integration.conftest import age_upload_parts
 from tests.integration.test_apply_s3 import make_setup, upload_tree
 
 KEY = "scratch/big.bin"
@@ -25,6 +26,8 @@ def test_an_upload_that_grew_since_the_plan_is_not_aborted(
     s3_client.upload_part(
         Bucket=s3_bucket, Key=idle_key, UploadId=idle, PartNumber=1, Body=b"b" * 10
     )
+    for upload in (growing, idle):  # (parts written now are protected by min_age)
+        age_upload_parts(s3_bucket, upload)
     setup = make_setup(tmp_path, moto_server, s3_bucket)
     doc = setup.plan()
     aborts = {a["artifact"]["uri"] for a in doc["actions"] if a["action"] == "abort_upload"}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from governance.storage.s3_listing import AS_INFO, ParallelListing
+from tests.integration.conftest import age_upload_parts
 from tests.integration.test_apply_s3 import make_setup, upload_tree
 from tests.integration.test_apply_support import NO_APPROVAL, govern
 
@@ -32,6 +33,7 @@ def test_an_incomplete_uploads_size_is_its_parts(
             PartNumber=number,
             Body=b"x" * PART,
         )
+    age_upload_parts(s3_bucket, started["UploadId"])  # (else: written now, protected)
     # and one with no part yet
     s3_client.create_multipart_upload(Bucket=s3_bucket, Key="scratch/empty.bin")
     setup = make_setup(
@@ -70,3 +72,37 @@ def test_a_stopped_listing_lists_no_more_parts(s3_client: Any, s3_bucket: str) -
     next(iter(listing))
     listing.close()
     assert len(calls) < 50, len(calls)
+
+
+def test_an_upload_still_receiving_parts_is_as_young_as_its_newest_part(
+    tmp_path: Path, moto_server: str, s3_client: Any, s3_bucket: str
+) -> None:
+    """A multi-day upload of a large checkpoint, started long ago (moto: in 2010), whose
+    last part arrived a minute ago: its age came from its start, and the plan aborted it
+    while it was written. Its parts' listing says when it was written last."""
+    upload_tree(s3_bucket)
+    live = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="ckpt/huge.bin")
+    stale = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="ckpt/stale.bin")
+    for started in (live, stale):
+        s3_client.upload_part(
+            Bucket=s3_bucket,
+            Key=started["Key"],
+            UploadId=started["UploadId"],
+            PartNumber=1,
+            Body=b"x" * PART,
+        )
+    age_upload_parts(s3_bucket, stale["UploadId"], days=10)
+    setup = make_setup(
+        tmp_path, moto_server, s3_bucket, NO_APPROVAL + "safety: {max_delete_fraction: 1}\n"
+    )
+    doc = setup.plan()
+    aborts = [
+        a["objects"][0]["uri"].rsplit("/", 1)[-1]
+        for a in doc["actions"]
+        if a["action"] == "abort_upload"
+    ]
+    assert aborts == ["stale.bin"]
+    listed = govern(setup.catalog, "ls", "objects", "--format", "json")
+    written = {o["uri"].rsplit("/", 1)[-1]: o["last_modified"] for o in json.loads(listed.stdout)}
+    assert written["huge.bin"] > written["stale.bin"]
+    assert written["huge.bin"][:4] != "2010"
