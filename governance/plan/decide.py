@@ -747,17 +747,22 @@ def _keep_aliases(aliases: Sequence[_Alias]) -> None:
     the same tiers; a protection, invariant 7 or a frozen delete may keep the original
     alone): deleting it would not free a place for anything."""
     for alias, original, why in aliases:
-        if not _deletes(alias) or _deletes(original):
-            continue
-        instead = next(a for a in alias.actions if a.action is _DELETE).reason
-        alias.actions = [a for a in alias.actions if a.action is not _DELETE]
-        alias.keep(
-            alias.rule,
-            None,
-            _WHOLE,
-            f"kept with {_label(original.artifact)}: {why}, and {_label(original.artifact)} "
-            f"stays; kept whole instead of: {instead}",
-        )
+        _keep_with(alias, original, why)
+
+
+def _keep_with(goes: Decision, stays: Decision, why: str) -> None:
+    """`goes` kept whole, rather than deleted, with `stays` (its pair, for `why`)."""
+    if not _deletes(goes) or _deletes(stays):
+        return
+    instead = next(a for a in goes.actions if a.action is _DELETE).reason
+    goes.actions = [a for a in goes.actions if a.action is not _DELETE]
+    label = _label(stays.artifact)
+    goes.keep(
+        goes.rule,
+        None,
+        _WHOLE,
+        f"kept with {label}: {why}, and {label} stays; kept whole instead of: {instead}",
+    )
 
 
 def _loose_aliases(loose: list[Decision], written: tiering.Written) -> list[_Alias]:
@@ -776,17 +781,7 @@ def _keep_originals(aliases: Sequence[_Alias]) -> None:
     """The other half of `_keep_aliases` for checkpoints no tier owns: a checkpoint whose
     `save_last` copy stays stays too (not yet expired, protected), and goes with it."""
     for alias, original, why in aliases:
-        if not _deletes(original) or _deletes(alias):
-            continue
-        instead = next(a for a in original.actions if a.action is _DELETE).reason
-        original.actions = [a for a in original.actions if a.action is not _DELETE]
-        original.keep(
-            original.rule,
-            None,
-            _WHOLE,
-            f"kept with {_label(alias.artifact)}: {why}, and {_label(alias.artifact)} stays; "
-            f"kept whole instead of: {instead}",
-        )
+        _keep_with(original, alias, why)
 
 
 def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run | None) -> None:
