@@ -14,6 +14,9 @@ from governance.catalog import (
     tables,
 )
 
+MODULES = (approval_tables, bests, completions, execution_tables, links, quiet_runs, tables)
+"""The modules that define govern's tables."""
+
 
 def _own_tables() -> tuple[Table, ...]:
     """govern's tables, in dependency order: those its table modules define, never all
@@ -21,15 +24,7 @@ def _own_tables() -> tuple[Table, ...]:
     define tables of its own there: each catalog was made with them, and every open
     refused a catalog without them as damaged)."""
     found: set[str] = set()
-    for module in (
-        approval_tables,
-        bests,
-        completions,
-        execution_tables,
-        links,
-        quiet_runs,
-        tables,
-    ):
+    for module in MODULES:
         for value in vars(module).values():
             table = getattr(value, "__table__", value)
             if isinstance(table, Table) and table.metadata is SQLModel.metadata:
