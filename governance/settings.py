@@ -73,6 +73,15 @@ def _printable_identity(source: str, name: str) -> str:
             f"{source} {name!r}: the acting identity cannot hold control characters "
             "(escape sequences, tabs, newlines)"
         )
+    folded = unicodedata.normalize("NFKC", name)
+    if not "".join(c for c in folded if unicodedata.category(c) != "Cf").strip():
+        # (compared as `approval.identity_key` compares: nothing is left of it)
+        from governance.wording import shown
+
+        raise ArgumentError(
+            f"{source} '{shown(name)}': the acting identity is only invisible characters "
+            "(zero-width spaces, joiners, direction marks): give a name"
+        )
     return name
 
 

@@ -51,10 +51,10 @@ def _print_state(state: ApprovalState, fmt: str) -> None:
     if fmt == "json":
         emit_json(state_document(state))
         return
-    click.echo(f"plan {state.plan_id}: {state.summary()}")
+    click.echo(f"plan {state.plan_id}: {shown(state.summary())}")
     for reason in state.reasons:
         if reason not in state.summary():
-            click.echo(f"  {reason}")
+            click.echo(f"  {shown(reason)}")
 
 
 @click.command()
@@ -114,7 +114,7 @@ def audit(app: AppContext, plan_id: str | None, verify: bool, fmt: str) -> None:
         else:
             click.echo(f"audit chain BROKEN ({result.checked:,} events checked):")
             for problem in result.problems:
-                click.echo(f"  {problem}")
+                click.echo(f"  {shown(problem)}")
         if not result.ok:
             raise click.exceptions.Exit(EXIT_FAILED)
         return

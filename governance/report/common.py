@@ -26,7 +26,7 @@ from governance.plan.types import (
     PlannedAction,
     removes_objects,
 )
-from governance.wording import counted
+from governance.wording import counted, shown
 
 FREES = frozenset({ActionType.DELETE, ActionType.STRIP, ActionType.DEDUPE, ActionType.ABORT_UPLOAD})
 """Actions whose bytes leave storage (counted as bytes_deleted)."""
@@ -252,6 +252,11 @@ OUTSIDE_RUNS = "(outside runs)"
 tiered together, as one run's: policy.md)."""
 
 
+class Lines(str):
+    """Text whose line breaks are its own (a tooltip's lines, each already `shown`):
+    a report keeps them where it escapes every other line break (one in a name)."""
+
+
 @dataclass(slots=True)
 class RunTotals:
     """Actions and bytes of one run (or of artifacts outside any run: `run` None)."""
@@ -362,9 +367,11 @@ class Cell:
     written: datetime | None = None  # `ArtifactRef.written`: where a step cannot place it
 
     @property
-    def title(self) -> str:
+    def title(self) -> Lines:
+        """The tooltip: a line for the checkpoint, one for each reason (a line break in a
+        name is shown escaped, not taken for the next line)."""
         head = f"{self.uri}: {', '.join(STATE_LABELS[s] for s in self.states)}"
-        return "\n".join([head, *self.reasons])
+        return Lines("\n".join(shown(line) for line in [head, *self.reasons]))
 
     @property
     def outcomes(self) -> list[str]:

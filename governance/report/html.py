@@ -21,6 +21,7 @@ from governance.policy.units import format_bytes
 from governance.report.common import (
     STATE_LABELS,
     STATES,
+    Lines,
     action_dollars,
     by_run,
     charge,
@@ -122,10 +123,12 @@ def _template() -> Any:
 
 
 def _shown(value: Any) -> Any:
-    """`wording.shown` of a string the template prints (a tooltip keeps its lines)."""
-    if isinstance(value, Markup) or not isinstance(value, str):
+    """`wording.shown` of a string the template prints: a line break in a name escaped
+    (raw, HTML showed it as a space: `a\nb.tmp` read as `a b.tmp`); a tooltip's own
+    lines (`Lines`) kept."""
+    if isinstance(value, Markup | Lines) or not isinstance(value, str):
         return value
-    return shown(value, newlines=True)
+    return shown(value)
 
 
 def _context(plan: Plan) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def _code(text: str) -> str:
     """`text` as a Markdown code span, as CommonMark reads one: fenced by one backtick
     more than its longest run of them, and padded with a space where it begins or ends
     with one (`` `` job `7`.log `` ``), so a key holding backticks shows as it is."""
-    text = shown(text.replace("\n", " ").replace("\r", " "))
+    text = shown(text)  # (a line break in a key escaped: as a space it named another)
     longest = max(map(len, re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text[:1] == "`" or text[-1:] == "`" else ""

@@ -76,6 +76,25 @@ def test_no_report_a_person_reads_holds_a_raw_invisible_character() -> None:
         assert "u202eevil" in text, name
 
 
+def test_a_line_break_in_a_key_is_shown_escaped_not_as_a_space() -> None:
+    """S3 keys and file names may hold a line break: Markdown's code span and HTML showed
+    it as a space, so `scratch/a\\nb.tmp` read as `scratch/a b.tmp`, another file."""
+    plan = sample_plan()
+    first = plan.actions[0]
+    odd = first.artifact.uri + "a\nb.tmp"
+    plan.actions[0] = replace(first, artifact=replace(first.artifact, uri=odd))
+    for name in ("md", "html"):
+        text = render(plan, name)
+        assert "a\nb.tmp" not in text, name
+        assert "a\\x0ab.tmp" in text, name
+        assert "a b.tmp" not in text, name
+    # the timeline's tooltip keeps its own lines: a line for the checkpoint, one a reason
+    html = render(plan, "html")
+    assert 'title="' in html
+    titles = [t.split('"', 1)[0] for t in html.split('title="')[1:]]
+    assert any("\n" in t for t in titles)
+
+
 def test_json_keeps_names_as_they_are() -> None:
     import json
 
@@ -104,6 +123,22 @@ def test_an_identity_with_a_control_character_is_refused() -> None:
     assert result.exit_code == 2
     assert "cannot hold control characters" in result.stderr
     assert resolve_identity("zoë") == "zoë"
+
+
+@pytest.mark.parametrize("name", ["\u200b", "\u2060", "\u00ad", "\ufeff", " \u200b\u200d "])
+def test_an_identity_of_invisible_characters_alone_is_refused(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compared without its invisible characters (`approval.identity_key`), such a name is
+    empty: it approved plans as a nameless approver, all of them one person."""
+    with pytest.raises(ArgumentError, match="only invisible characters"):
+        resolve_identity(name)
+    monkeypatch.setenv("GOVERN_USER", name)
+    result = CliRunner().invoke(cli, ["--catalog", "sqlite:///:memory:", "plans"])
+    assert result.exit_code == 2
+    assert "GOVERN_USER '" in result.stderr
+    assert "the acting identity is only invisible characters" in result.stderr
+    assert resolve_identity("zo\u200bë") == "zo\u200bë"  # (something is left: a name)
 
 
 def test_the_narrow_cli_tables_hold_no_raw_invisible_character(tmp_path: Path) -> None:
