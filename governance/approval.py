@@ -423,6 +423,7 @@ def approve(
     as of a future time (`refuse_what_if`).
     """
     _aware(now)
+    _refuse_changed(engine, plan_id)
     with engine.begin() as conn:
         _lock_plan(conn, plan_id)
         facts, decisions = _read(conn, plan_id)
@@ -578,6 +579,19 @@ def check_applicable(
         f"plan {plan_id} is not approved: needs {counted(more, 'more approver')} ({has}, "
         f"{len(state.approvers)} of {state.needed}){extra}; govern approve {plan_id}"
     )
+
+
+def _refuse_changed(engine: Engine, plan_id: str) -> None:
+    """ApprovalError when the plan was changed in the catalog since it was made: rows
+    unlike their audit events (`integrity`), or actions unlike their fingerprint (an
+    approval binds to the fingerprint: one given to edited actions approved what no one
+    reviewed)."""
+    from governance.apply.stream import scan_plan
+    from governance.catalog.plans import load_plan_header
+    from governance.integrity import refuse_tampered
+
+    refuse_tampered(engine, plan_id)
+    scan_plan(engine, load_plan_header(engine, plan_id), only_non_destructive=False)
 
 
 def verify_fingerprint(plan: Plan) -> None:

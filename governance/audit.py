@@ -344,7 +344,7 @@ _DECISIONS = frozenset({"approve", "reject"})
 
 
 def _unrecorded_decisions(
-    engine: Engine, decided: Counter[tuple[str | None, str, str, str | None]]
+    engine: Engine, decided: Counter[tuple[str | None, str, str, str | None, str]]
 ) -> list[str]:
     """Approvals and rejections with no audit event of their own. `approve` and `reject`
     write the row and its event in one transaction, so a row without one was written
@@ -356,10 +356,10 @@ def _unrecorded_decisions(
     out = []
     with engine.connect() as conn:
         rows = conn.execute(
-            select(a.id, a.plan_id, a.decision, a.actor, a.fingerprint).order_by(a.id)
+            select(a.id, a.plan_id, a.decision, a.actor, a.fingerprint, a.at).order_by(a.id)
         )
-        for row_id, plan_id, decision, actor, fingerprint in rows:
-            key = (plan_id, decision, actor, fingerprint)
+        for row_id, plan_id, decision, actor, fingerprint, at in rows:
+            key = (plan_id, decision, actor, fingerprint, _when(at))
             if decided[key] > 0:
                 decided[key] -= 1
                 continue
@@ -367,6 +367,34 @@ def _unrecorded_decisions(
                 f"decision {row_id} ({decision} of plan {plan_id} by {actor}) has no audit "
                 "event: written outside govern, or its event edited?"
             )
+    # what is left are events whose decision has no row: a veto deleted to apply a plan
+    for (plan_id, decision, actor, _, at), n in sorted(decided.items()):
+        if n > 0:
+            out.append(
+                f"the {decision} of plan {plan_id} by {actor} at {at} (an audit event) has "
+                "no decision row: deleted outside govern?"
+            )
+    return out
+
+
+def _when(moment: datetime) -> str:
+    """A decision's time as its event writes it (a row read back naive is UTC)."""
+    return iso(moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC))
+
+
+def _plans_unlike_their_events(engine: Engine, made: dict[str, AuditEvent]) -> list[str]:
+    """Plans whose row disagrees with their `plan` event (`integrity.plan_tampering`):
+    a refusal cleared, frozen rules or a creation time edited."""
+    from governance.catalog.plans import plan_row
+    from governance.integrity import plan_tampering
+
+    out = []
+    with engine.connect() as conn:
+        for plan_id, event in sorted(made.items()):
+            row = plan_row(conn, plan_id)
+            if row is None:
+                continue
+            out += [f"plan {plan_id}: {what}" for what in plan_tampering(row, event)]
     return out
 
 
@@ -387,12 +415,16 @@ def verify(engine: Engine) -> VerifyResult:
     prev_id: int | None = None
     prev_hash = GENESIS
     hashes: dict[int, str] = {}
-    decided: Counter[tuple[str | None, str, str, str | None]] = Counter()
+    decided: Counter[tuple[str | None, str, str, str | None, str]] = Counter()
+    made: dict[str, AuditEvent] = {}  # plan id -> its `plan` event
     for ev in iter_events(engine):
         checked += 1
         hashes[ev.id] = ev.hash
         if ev.event in _DECISIONS:
-            decided[(ev.plan_id, ev.event, ev.actor, (ev.payload or {}).get("fingerprint"))] += 1
+            fingerprint = (ev.payload or {}).get("fingerprint")
+            decided[(ev.plan_id, ev.event, ev.actor, fingerprint, _when(ev.at))] += 1
+        elif ev.event == "plan" and ev.plan_id is not None:
+            made.setdefault(ev.plan_id, ev)
         if ev.prev_hash != prev_hash or (prev_id is None and ev.id != 1):
             if prev_id is None:
                 problems.append(
@@ -411,6 +443,7 @@ def verify(engine: Engine) -> VerifyResult:
         prev_id, prev_hash = ev.id, ev.hash
     problems += _head_problems(before, _read_head(engine), hashes, prev_id)
     problems += _unrecorded_decisions(engine, decided)
+    problems += _plans_unlike_their_events(engine, made)
     if len(problems) > _MAX_PROBLEMS:
         more = len(problems) - _MAX_PROBLEMS
         problems = [*problems[:_MAX_PROBLEMS], f"... and {more} more"]

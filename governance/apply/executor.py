@@ -58,6 +58,7 @@ from governance.catalog.plans import (
 )
 from governance.catalog.quiet_runs import quiet_runs
 from governance.errors import CatalogError, NoSuchRootError, RefusedError, StorageError
+from governance.integrity import refuse_tampered
 from governance.interrupts import release_frames, stop_between_steps
 from governance.plan.types import (
     ActionType,
@@ -112,6 +113,8 @@ def apply_plan(
     from governance.approval import check_applicable
 
     header = load_plan_header(engine, plan_id)
+    # first: whatever the approval rows say is worth nothing if they were edited
+    refuse_tampered(engine, plan_id)
     config = _frozen_apply_config(plan_id, header.controls)
     notes: list[str] = []
     try:

@@ -584,6 +584,12 @@ def iter_kept(engine: Engine, plan_id: str, page: int = 1000) -> Iterator[KeptAr
         after = found[-1][0]
 
 
+def plan_row(conn: Connection, plan_id: str) -> dict[str, Any] | None:
+    """The plan's row as stored (its columns by name), or None."""
+    row = conn.execute(select(_P).where(_P.c.plan_id == plan_id)).mappings().first()
+    return dict(row) if row is not None else None
+
+
 def load_plan_header(engine: Engine, plan_id: str) -> PlanHeader:
     """One plan's header; UnknownPlanError naming the id when there is none."""
     with engine.connect() as conn:

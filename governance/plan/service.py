@@ -251,6 +251,7 @@ def _acted_tags_changed(
 def _audit_new_plan(engine: Engine, plan: Plan) -> None:
     """The `plan` audit event: what was planned, by whom, and the fingerprint approvals bind to."""
     from governance.audit import record_now
+    from governance.integrity import controls_digest
 
     s = plan.summary
     record_now(
@@ -271,6 +272,8 @@ def _audit_new_plan(engine: Engine, plan: Plan) -> None:
             "bytes_transitioned": s.bytes_transitioned,
             "bytes_archived": s.bytes_archived,
             "refusal": plan.refusal,
+            # the frozen approval and apply rules, as `integrity` compares the row with them
+            "controls_sha256": controls_digest(plan.controls),
         },
     )
 

@@ -87,12 +87,16 @@ def test_approve_as_another_identity_then_audit_verifies(
     assert as_json.exit_code == 1
     doc = json.loads(as_json.stdout)
     assert (doc["ok"], doc["checked"]) == (False, 2)
-    assert doc["problems"] == [
+    assert doc["problems"][:2] == [
         "event 2: hash does not match its content (edited?)",
         # the approvals table says bob approved; no event says so any more
         f"decision 1 (approve of plan {plan_id} by bob) has no audit event: written "
         "outside govern, or its event edited?",
     ]
+    # and the edited event names an approval no row holds
+    [third] = doc["problems"][2:]
+    assert third.startswith(f"the approve of plan {plan_id} by mallory at ")
+    assert third.endswith("(an audit event) has no decision row: deleted outside govern?")
 
 
 def test_reject_needs_a_comment_and_is_final(setup: tuple[str, Path, Path]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from governance.plan.fingerprint import fingerprint
 from governance.plan.types import (
     ActionType,
     ArtifactRef,
@@ -174,7 +175,7 @@ def sample_plan(
     )
     return Plan(
         plan_id=plan_id,
-        fingerprint="sha256:" + "ab" * 32,
+        fingerprint=fingerprint(actions, kept),  # (approve and apply check it)
         as_of=AS_OF,
         created_at=created_at or AS_OF + timedelta(seconds=5, microseconds=42),
         created_by="alice",

@@ -172,8 +172,10 @@ def test_approval_is_bound_to_the_fingerprint(engine: Engine) -> None:
     assert any("catalog says approved" in r for r in state.reasons)
     with pytest.raises(ApprovalError, match="not approved"):
         check_applicable(engine, PID, now=_t(plan, 2), destructive=True)
-    # bob may approve the new content again, and that counts
-    assert approve(engine, PID, actor="bob", comment=None, now=_t(plan, 3)).applicable
+    # nor approved again: the fingerprint no longer hashes its actions (nor is it the
+    # one the plan's audit event recorded), so no one reviewed what it stands for
+    with pytest.raises(ApprovalError, match="the catalog was changed after review"):
+        approve(engine, PID, actor="bob", comment=None, now=_t(plan, 3))
 
 
 def test_rejected_plan_cannot_be_approved_or_applied(engine: Engine) -> None:
