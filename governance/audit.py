@@ -297,6 +297,13 @@ def iter_events(engine: Engine, plan_id: str | None = None) -> Iterator[AuditEve
             yield _from_row(row)
 
 
+def plan_events(conn: Connection, plan_id: str) -> list[AuditEvent]:
+    """One plan's events, oldest first, read on the caller's connection (in its snapshot,
+    with the rows the caller reads beside them)."""
+    query = select(_E).where(_E.c.plan_id == plan_id).order_by(_E.c.id)
+    return [_from_row(row) for row in conn.execute(query).mappings()]
+
+
 def events(engine: Engine, plan_id: str | None = None) -> list[AuditEvent]:
     """Every event (of one plan, when given), oldest first."""
     return list(iter_events(engine, plan_id))

@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine
 
-from governance.audit import AuditEvent, iso, iter_events
+from governance.audit import AuditEvent, iso, plan_events
 from governance.errors import ApprovalError
 
 DECISIONS = ("approve", "reject")
@@ -115,8 +115,13 @@ def tampering(engine: Engine, plan_id: str) -> list[str]:
     from governance.catalog.approval_tables import ApprovalRow
     from governance.catalog.plans import plan_row
 
-    events = list(iter_events(engine, plan_id))
-    with engine.connect() as conn:
+    # One transaction and one snapshot, taken as deciders take theirs (`approval`: a
+    # no-op write on the plan's row, which SQLite begins a transaction for, and which
+    # waits for a decision being written): a decision committed between two reads would
+    # read as a row without its event.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE plans SET status = status WHERE plan_id = :p"), {"p": plan_id})
+        events = plan_events(conn, plan_id)
         row = plan_row(conn, plan_id)
         decisions = _decision_rows(conn, plan_id, ApprovalRow)
     found: list[str] = []

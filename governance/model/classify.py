@@ -208,14 +208,16 @@ class _Streamer:
         return (run, {}) if run is not None else None
 
     def _group(self, objs: list[CatalogObject], run: _Open | None) -> Group:
+        unread: list[str] = []
         arts = classify_group(
-            objs, run.key if run else None, self.options, self.read_meta, self.trackers
+            objs, run.key if run else None, self.options, self.read_meta, self.trackers, unread
         )
-        if run is None:
-            return Group(None, arts)
-        ctx = Context(self.options, self.read_meta, {}, self.trackers)
-        built = build_run(run.key, run.attributes, objs, arts, ctx, run.inner_last)
-        return Group(built, arts)
+        built = None
+        if run is not None:
+            ctx = Context(self.options, self.read_meta, {}, self.trackers)
+            ctx.unread = unread
+            built = build_run(run.key, run.attributes, objs, arts, ctx, run.inner_last)
+        return Group(built, arts, tuple(dict.fromkeys(unread)))
 
     def _close(self) -> Group:
         """Pop the innermost open run into its group; the run holding it (still open)

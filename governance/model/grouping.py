@@ -120,8 +120,10 @@ def classify_group(
     options: ClassifyOptions,
     read_meta: MetaReader | None,
     trackers: Mapping[str, CatalogObject],
+    unread: list[str] | None = None,
 ) -> list[Artifact]:
-    """Artifacts of one group, sorted by key; `objs` sorted by key.
+    """Artifacts of one group, sorted by key; `objs` sorted by key (`unread`: where the
+    metadata files that could not be read are noted, see `Context.unread`).
 
     What one look at the whole group settles is not asked unit by unit: whether the
     objects are in key order (a unit's objects then need no check), which units may hold
@@ -265,11 +267,18 @@ def classify_group(
             suspects.add(root)
 
     ctx = Context(options, read_meta, _KeyIndex(live, keys if ordered else None), trackers)
+    ctx.unread = unread
     built = _build_units(units, owner, ctx, units if not ordered else added, suspects)
     if run_key is not None and run_key in units:
         built = _files_of_run_folder_logs(built, run_key)
     out += built
     out.extend(_loose(o, options) for o in loose)
+    if unread:
+        # an artifact whose commit could not be judged is kept in flight already: what
+        # could not be read in it needs no more care (see `Group.unread`)
+        unjudged = tuple(a.key for a in built if a.unjudged)
+        if unjudged:
+            unread[:] = [u for u in unread if not u.startswith(unjudged)]
     for art in out:
         art.run = run_key
     _sort_arts(out)

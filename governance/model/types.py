@@ -177,6 +177,10 @@ class Group:
 
     run: Run | None
     artifacts: list[Artifact]
+    unread: tuple[str, ...] = ()
+    """Metadata files its classification needed and could not read (`key (why)`): over
+    the size limit, or the read failed. What it says of the group (a run's end, a
+    checkpoint's metrics, a tracker's step) is not known, so a plan protects the group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +205,7 @@ class ClassifyOptions:
     failed_markers: tuple[str, ...] = ("FAILED",)
     abandoned_after: timedelta = timedelta(days=7)
     grace: timedelta = timedelta(days=3)
-    metadata_max_bytes: int = 4 * 1024 * 1024
+    metadata_max_bytes: int = 64 * 1024 * 1024
     # the root's runs earlier plans saw completed, by run key (the catalog's, per root)
     seen_completed: Mapping[str, SeenCompleted] = field(
         default_factory=dict, compare=False, hash=False

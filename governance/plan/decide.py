@@ -784,6 +784,15 @@ def _keep_originals(aliases: Sequence[_Alias]) -> None:
         _keep_with(original, alias, why)
 
 
+def _unread_words(unread: Sequence[str]) -> str:
+    """Why a group whose metadata could not be read is left as it is."""
+    more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
+    return (
+        f"metadata its decisions rest on could not be read: {unread[0]}{more} (a run's end, "
+        "a checkpoint's metrics or completeness are not known): left as it is until it can be"
+    )
+
+
 def _keep_trackers(decisions: list[Decision], trackers: list[Decision], run: Run | None) -> None:
     """Files that checkpoints or their run depend on stay while what depends on them
     stays, whatever rule would delete them:
@@ -996,6 +1005,7 @@ class Decider:
             policy, as_of, root_url, self.classes, trace, [], [], self.rates, self, run, rules
         )
         shield = shielded_from_expiry(policy.protect, run)
+        unread = _unread_words(group.unread) if group.unread else None
         protector = self.protector
         by_age = protector.by_age_alone(group.artifacts)
         min_age = protector.min_age
@@ -1019,6 +1029,8 @@ class Decider:
                 uri, _KIND_NAME[kind], run_name if run is not None else art.run, art.step, root_url
             )
             protected = protector(art, uri, age) if age < min_age or not by_age else None
+            if protected is None and unread is not None:
+                protected = unread
             d = make(art, ref, age, protected)
             decisions.append(d)
             if kind is _OTHER and (

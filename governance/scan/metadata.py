@@ -36,7 +36,7 @@ OBJECT_STORE_NAMES = frozenset({"_CHECKPOINT_METADATA"})
 an Orbax step under its final name was renamed from its staging folder once the save was
 done, and its `_CHECKPOINT_METADATA` is not read (its ETag is an `mtime:` token)."""
 METADATA_SUFFIXES = (".index.json",)
-MAX_BYTES = 4 * 1024 * 1024
+MAX_BYTES = 64 * 1024 * 1024
 
 _O = StoredObject.__table__.c  # type: ignore[attr-defined]
 _M = MetaCache.__table__  # type: ignore[attr-defined]

@@ -6,12 +6,14 @@ Under `keep_last: 1` the live run's broken checkpoint-300 must not be "the newes
 complete": inside the grace period it is in flight and checkpoint-200, which the Trainer
 can resume from, is kept; past it, checkpoint-300 is residue and the residue rule
 deletes it, checkpoint-200 still kept. A `trainer_state.json` over the metadata size limit
-is not read, so it is not judged: its checkpoint stays complete.
+is not read: its checkpoint is not judged (it stays complete), and its run is left as it
+is, since what that file says (the run's end, its metrics) is not known.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,8 @@ from tests.unit.plan_factories import KEEP_LAST_1_RESIDUE
 NOW = datetime.now(UTC).replace(microsecond=0)
 H = timedelta(hours=1)
 CUT = b'{"global_step": 300, "max_st'
-OVER_LIMIT = b'{"global_step": 300, "log_history": [' + b" " * (4 * 1024 * 1024) + b"{"
+OVER_LIMIT = b'{"global_step": 300, "log_history": ['
+OVER_LIMIT_SIZE = 65 * 1024 * 1024  # (sparse: past the 64 MiB limit, never read)
 
 
 def _run(catalog: str, *args: str) -> Result:
@@ -50,6 +53,10 @@ def tree(tmp_path: Path) -> tuple[str, Path, Path]:
             write, f"runs/{run}", steps=(100, 200, 300), start=NOW - 73 * H, every=24 * H
         )
         write(units[-1] + "trainer_state.json", state, NOW - H)
+        if state is OVER_LIMIT:
+            path = storage / units[-1] / "trainer_state.json"
+            os.truncate(path, OVER_LIMIT_SIZE)
+            os.utime(path, ((NOW - H).timestamp(), (NOW - H).timestamp()))
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         f"""version: 1
@@ -103,11 +110,15 @@ def test_within_the_grace_period_the_run_keeps_what_it_resumes_from(
     assert kept[url + "checkpoint-200/"]["tier"] == "recent"
     assert url + "checkpoint-200/" not in acted
     assert acted[url + "checkpoint-100/"]["action"] == "delete"
-    # the state over the size limit was not read: its checkpoint is the newest complete
-    # (protected by min_age, it takes the keep_last place: as before, nothing known)
+    # the state over the size limit was not read: the run is left as it is, each
+    # checkpoint protected and saying why
     big = storage.as_uri() + "/runs/big/"
-    assert kept[big + "checkpoint-300/"]["how"] == "protected"
-    assert acted[big + "checkpoint-200/"]["action"] == "delete"
+    for step in (100, 200, 300):
+        assert big + f"checkpoint-{step}/" not in acted
+        assert kept[big + f"checkpoint-{step}/"]["how"] == "protected"
+    reason = kept[big + "checkpoint-100/"]["reason"]
+    assert "metadata its decisions rest on could not be read: runs/big/checkpoint-300/" in reason
+    assert "over the 67,108,864-byte metadata limit" in reason
     assert (storage / "runs/live/checkpoint-200/model.safetensors").exists()
 
 

@@ -104,6 +104,9 @@ class Context:
     _texts: dict[int, tuple[CatalogObject, str]] = field(default_factory=dict, repr=False)
     """`read_text` answers by object (many checkpoints consult one `latest`); misses are
     not kept, so a passing read failure is retried as before."""
+    unread: list[str] | None = None
+    """Where a metadata file that could not be read is noted (`key (why)`), when given:
+    the group's decisions rest on what it says (see `Group.unread`)."""
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)
     """What a detector derives from a file the group's units share (DeepSpeed's `latest`
     as a step), keyed by the detector; like `_texts`, only answers from a read are kept."""
@@ -117,12 +120,22 @@ class Context:
         """The bytes of a small metadata object, or None (no reader, too big, unreadable)."""
         if obj is None or self.read_meta is None or obj.upload_id:
             return None
-        if obj.size > self.options.metadata_max_bytes:
+        limit = self.options.metadata_max_bytes
+        if obj.size > limit:
+            self._unread(obj, f"{obj.size:,} bytes, over the {limit:,}-byte metadata limit")
             return None
         try:
-            return self.read_meta(obj)
-        except OSError:
+            data = self.read_meta(obj)
+        except OSError as exc:
+            self._unread(obj, exc.strerror or str(exc) or type(exc).__name__)
             return None
+        if data is None:
+            self._unread(obj, "it could not be read")
+        return data
+
+    def _unread(self, obj: CatalogObject, why: str) -> None:
+        if self.unread is not None:
+            self.unread.append(f"{obj.key} ({why})")
 
     def read_json(self, obj: CatalogObject | None) -> Any:
         """Parsed JSON of a metadata object, or None."""
@@ -145,7 +158,10 @@ class Context:
         if obj.size == 0:
             return MetaJson(True, _NOT_JSON, empty=True)
         data = self.read(obj)
-        if data is None or len(data) != obj.size:
+        if data is None:
+            return UNREAD
+        if len(data) != obj.size:
+            self._unread(obj, f"{len(data):,} bytes read, {obj.size:,} listed")
             return UNREAD
         try:
             return MetaJson(True, json.loads(data))
