@@ -220,13 +220,27 @@ def _lock_is_stale(held: Any, now: datetime) -> bool:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether the process still runs. A killed one that no parent reaped (its parent
+    died too, in a container whose PID 1 reaps nothing) is a zombie: `kill(pid, 0)`
+    still finds it, and its lock was held for as long as the lock counts as fresh."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` is a zombie (Linux `/proc`; elsewhere it is taken as running)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # `pid (comm) state ...`: the command may hold spaces and parentheses
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
 def _mine(plan_id: str, execution_id: int, holder: str | None) -> Any:
