@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 import socket
@@ -790,7 +791,17 @@ def _temporary_name(path: str, stable: bool = False) -> str:
     `stable`: the same one for every write of `path` (for writers that hold a lock)."""
     directory, name = os.path.split(path)
     tag = "" if stable else "-" + uuid.uuid4().hex[:12]
-    return os.path.join(directory, f".{name}.govern{tag}.tmp")
+    temporary = f".{name}.govern{tag}.tmp"
+    if len(os.fsencode(temporary)) > _NAME_MAX:
+        # a name near the limit itself (255 bytes on most filesystems): the temporary one
+        # would pass it, and every write of that name failed (ENAMETOOLONG)
+        digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:32]
+        temporary = f".govern-{digest}{tag}.tmp"
+    return os.path.join(directory, temporary)
+
+
+_NAME_MAX = 255
+"""The longest file name in bytes on the filesystems govern meets (ext4, XFS, APFS, tmpfs)."""
 
 
 def _info_time(info: Mapping[str, Any]) -> datetime | None:

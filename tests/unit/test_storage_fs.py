@@ -579,3 +579,24 @@ def test_typed_url_names_a_url_that_cannot_be_one_as_typed(typed: str, why: str)
         typed_url(typed)
     assert repr(typed) in str(info.value)
     assert why in str(info.value)
+
+
+def test_a_name_near_the_length_limit_can_be_copied_and_written(tmp_path: Path) -> None:
+    """The temporary name beside a target (`.NAME.govern.tmp`) passed 255 bytes for any
+    name over 242: its quarantine copy failed (ENAMETOOLONG) on every apply."""
+    import io
+
+    from governance.storage import open_store
+
+    name = "c" * 250 + ".bin"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / name).write_bytes(b"weights")
+    source = open_store((tmp_path / "src").as_uri() + "/")
+    dest = open_store((tmp_path / "dst").as_uri() + "/")
+    for if_absent, key in ((False, name), (True, "sub/" + name)):
+        result = source.copy(name, dest, key, size=7, if_absent=if_absent)
+        assert result.ok, result.error
+        assert (tmp_path / "dst" / key).read_bytes() == b"weights"
+    dest.put_stream("put/" + name, io.BytesIO(b"back"), if_absent=True)
+    assert (tmp_path / "dst" / "put" / name).read_bytes() == b"back"
+    assert not list((tmp_path / "dst").rglob("*.tmp"))  # nothing left beside them
