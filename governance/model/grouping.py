@@ -12,6 +12,7 @@ Then incomplete checkpoints older than the grace period become residue.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import islice, pairwise
@@ -65,6 +66,35 @@ def _loose(obj: CatalogObject, options: ClassifyOptions) -> Artifact:
     marker = base in options.completed_markers or base in options.failed_markers
     comp = Component.METADATA if marker else Component.OTHER
     return artifact(obj.key, Kind.OTHER, "marker" if marker else "other", [obj], lambda _n: comp)
+
+
+_GOVERN_TMP = ".govern"
+"""What every temporary name govern writes under holds (`storage.fs._temporary_name`)."""
+
+
+def _is_govern_tmp(key: str) -> bool:
+    """Whether the key is one of govern's own temporary files (`.NAME.govern[-tag].tmp`,
+    `.govern-DIGEST[-tag].tmp`), left by a write killed between its link and its unlink."""
+    return _GOVERN_TMP_NAME.fullmatch(basename(key)) is not None
+
+
+_GOVERN_TMP_NAME = re.compile(
+    r"\.(?:.+\.govern|govern-[0-9a-f]{32})(?:-[0-9a-f]{12})?\.tmp", re.DOTALL
+)
+
+
+def _debris(obj: CatalogObject) -> Artifact:
+    """govern's own temporary file as residue of its own: a second name of a file govern
+    wrote (restored, quarantined), never a partial file of the checkpoint holding it (it
+    made that checkpoint incomplete, then residue, deleted whole by the next plan)."""
+    return artifact(
+        obj.key,
+        Kind.RESIDUE,
+        "residue",
+        [obj],
+        lambda _n: Component.OTHER,
+        note="govern's own temporary file, left by an interrupted write",
+    )
 
 
 def _judge(art: Artifact, options: ClassifyOptions) -> None:
@@ -136,6 +166,9 @@ def classify_group(
         live = [o for o in objs if not o.upload_id]
     else:
         live = objs if isinstance(objs, list) else list(objs)
+    if any(_GOVERN_TMP in o.key for o in live):  # (one scan in C-speed `in` per key)
+        out += [_debris(o) for o in live if _is_govern_tmp(o.key)]
+        live = [o for o in live if not _is_govern_tmp(o.key)]
     keys = [o.key for o in live]
     # In key order (as the stream gives them: checked in C), a unit made of slices of
     # `live` is in key order too, and a key is found by bisection (see `_KeyIndex`).

@@ -276,3 +276,30 @@ def test_a_run_inside_a_runs_folder_is_a_sign_of_life_of_the_run_holding_it() ->
     alone = runs(quiet, days=20.5, run_templates=("{team}/{project}/runs/{run}/", "runs/{run}/"))
     assert alone["runs/live/"].run is not None
     assert alone["runs/live/"].run.status is RunStatus.ABANDONED
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".model.safetensors.govern.tmp",
+        ".model.safetensors.govern-0123456789ab.tmp",
+        ".govern-" + "f" * 32 + ".tmp",
+    ],
+)
+def test_a_temporary_file_govern_left_is_residue_of_its_own(name: str) -> None:
+    """A restore killed between its link and its unlink leaves `.NAME.govern.tmp`, a
+    second name of the restored file: read as a partial file of the checkpoint holding
+    it, the restored checkpoint became residue, and the next plan deleted it whole."""
+    t = b.MemoryTree()
+    b.hf_run(t, "runs/r1", steps=(100, 200))
+    t(f"runs/r1/checkpoint-200/{name}", b.BLOB, b.T0)
+    found = {a.key: a for g in groups(t, days=30) for a in g.artifacts}
+    ckpt = found["runs/r1/checkpoint-200/"]
+    assert (ckpt.kind, ckpt.complete) == (Kind.CHECKPOINT, True), ckpt.completeness_reason
+    debris = found[f"runs/r1/checkpoint-200/{name}"]
+    assert debris.kind is Kind.RESIDUE
+    assert "govern's own temporary file" in debris.note
+    # a user's own temporary file still makes its checkpoint partial
+    t("runs/r1/checkpoint-100/model.safetensors.tmp", b.BLOB, b.T0)
+    found = {a.key: a for g in groups(t, days=30) for a in g.artifacts}
+    assert not found["runs/r1/checkpoint-100/"].complete
