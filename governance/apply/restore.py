@@ -30,6 +30,7 @@ releases, always). Between S3 and a filesystem only the bytes travel.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -542,8 +543,26 @@ def _restore_batch(
         for r, res in zip(rows, results, strict=True)
         if res.ok and r["mode"] == "quarantine"
     ]
-    delete_keys(stores, done_copies)  # a copy left behind is purged later: harmless
+    _stranded(delete_keys(stores, done_copies))
     return results, now, stayed
+
+
+def _stranded(answers: Mapping[tuple[str, str], KeyResult]) -> None:
+    """Say so when quarantine copies of restored objects could not be removed (a
+    read-only or immutable quarantine): the objects are back, but the copies stay in
+    quarantine, and no purge takes them (their rows read restored)."""
+    failed = [(root, key, r.error) for (root, key), r in answers.items() if not r.ok]
+    if not failed:
+        return
+    root, key, error = failed[0]
+    logging.getLogger(__name__).warning(
+        "%s restored, but their quarantine copies could not be removed (first %s%s: %s): "
+        "they stay in quarantine, and no purge takes them; remove them by hand",
+        counted(len(failed), "object"),
+        root,
+        key,
+        error,
+    )
 
 
 def _copy_back(
