@@ -218,21 +218,26 @@ class LinkTargets:
     lies in it) or lies in a folder target (its key or one of its objects' keys is under
     it). A link inside an artifact's folder that points within that same artifact does
     not keep it: the two go together. Where several links point at one target, the
-    first by key is named.
+    first by key is named. A folder artifact that holds a link to what lies outside it
+    is protected too: the link is no object (a listing skips it), so the checkpoint reads
+    as lacking that file (weights kept as a link: "no weights"), and removing the rest
+    would leave a link where a checkpoint was.
 
         >>> LinkTargets([("runs/x/best", "runs/x/checkpoint-500/")]).touches(["runs/x/c"])
         True
     """
 
-    __slots__ = ("_dirs", "_targets", "_to")
+    __slots__ = ("_dirs", "_sources", "_targets", "_to")
 
     def __init__(self, links: Iterable[tuple[str, str]]) -> None:
         to: dict[str, list[str]] = {}
-        for link, target in sorted(links):
+        pairs = sorted(links)
+        for link, target in pairs:
             to.setdefault(target, []).append(link)
         self._to = {target: tuple(names) for target, names in to.items()}
         self._targets = sorted(self._to)
         self._dirs = frozenset(t for t in self._to if not t or t.endswith("/"))
+        self._sources = pairs  # (link, target), by link
 
     def touches(self, keys: Sequence[str]) -> bool:
         """False only when no target can protect an artifact whose own and objects' keys
@@ -242,7 +247,11 @@ class LinkTargets:
         if not keys:
             return False
         common = commonprefix([min(keys), max(keys)])  # noqa: RUF071 (characters)
-        return self._first_under(common) is not None or self._folder_above(common) is not None
+        return (
+            self._first_under(common) is not None
+            or self._folder_above(common) is not None
+            or self._link_under(common) is not None
+        )
 
     def reason(self, art: Artifact) -> str | None:
         """Why a link keeps `art`: "the symbolic link runs/x/best points at it", or None."""
@@ -269,6 +278,16 @@ class LinkTargets:
                 link = self._link(target, within)
                 if link is not None:
                     return f"the symbolic link {link} points at {target}, inside it"
+        if folder and key:  # a link in its folder to what lies outside it (not above it)
+            i = bisect_left(self._sources, (key, ""))
+            for link, target in self._sources[i:]:
+                if not link.startswith(key):
+                    break
+                if not target.startswith(key) and not key.startswith(target):
+                    return (
+                        f"it holds the symbolic link {link} (to {target or 'the root folder'}): "
+                        "what it needs lies outside it, and a listing sees no file there"
+                    )
         # a folder target that holds it, or holds one of its objects
         for name in [key, *(f for f in files if not (folder and f.startswith(key)))]:
             above = self._folder_above(name, strict=True)
@@ -285,6 +304,13 @@ class LinkTargets:
         if within is None:
             return names[0]
         return next((n for n in names if not n.startswith(within)), None)
+
+    def _link_under(self, prefix: str) -> str | None:
+        """The first link that starts with `prefix`, if any."""
+        i = bisect_left(self._sources, (prefix, ""))
+        if i < len(self._sources) and self._sources[i][0].startswith(prefix):
+            return self._sources[i][0]
+        return None
 
     def _first_under(self, prefix: str) -> str | None:
         """The first target that starts with `prefix`, if any."""

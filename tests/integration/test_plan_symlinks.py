@@ -313,3 +313,31 @@ def _root_id(engine: Engine, root: Path) -> int:
     assert found is not None
     assert found.id is not None
     return found.id
+
+
+def test_a_checkpoint_holding_a_link_to_what_lies_outside_it_is_kept(
+    tmp_path: Path,
+    catalog_url: str,  # noqa: F811
+) -> None:
+    """Weights deduplicated as a link to a shared copy: the listing skips the link, so
+    checkpoint-300 read as "no weights", residue, and its plan removed what else it held
+    (the optimizer, config and trainer state) and left a link where a checkpoint was."""
+    root = tmp_path / "data"
+    build(root)
+    shared = root / "shared" / "model.safetensors"
+    shared.parent.mkdir()
+    weights = root / "runs/x/checkpoint-300/model.safetensors"
+    shared.write_bytes(weights.read_bytes())
+    weights.unlink()
+    weights.symlink_to("../../../shared/model.safetensors")
+    engine = open_engine(catalog_url)
+    summary = scan(engine, root)
+    assert (summary.links, summary.links_inside) == (1, 1)
+    fate = outcome(engine, root)
+    assert fate[ckpt(300)] == (
+        "kept: protected: it holds the symbolic link runs/x/checkpoint-300/model.safetensors "
+        "(to shared/model.safetensors): what it needs lies outside it, and a listing sees "
+        "no file there"
+    )
+    assert ckpt(200) in deleted(fate)  # the others as before
+    engine.dispose()
