@@ -366,7 +366,7 @@ def _unrecorded_decisions(
             select(a.id, a.plan_id, a.decision, a.actor, a.fingerprint, a.at).order_by(a.id)
         )
         for row_id, plan_id, decision, actor, fingerprint, at in rows:
-            key = (plan_id, decision, actor, fingerprint, _when(at))
+            key = (plan_id, decision, actor, fingerprint, stored_iso(at))
             if decided[key] > 0:
                 decided[key] -= 1
                 continue
@@ -384,8 +384,8 @@ def _unrecorded_decisions(
     return out
 
 
-def _when(moment: datetime) -> str:
-    """A decision's time as its event writes it (a row read back naive is UTC)."""
+def stored_iso(moment: datetime) -> str:
+    """A time as an event writes it (`iso`), also for one a row reads back naive (UTC)."""
     return iso(moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC))
 
 
@@ -429,7 +429,7 @@ def verify(engine: Engine) -> VerifyResult:
         hashes[ev.id] = ev.hash
         if ev.event in _DECISIONS:
             fingerprint = (ev.payload or {}).get("fingerprint")
-            decided[(ev.plan_id, ev.event, ev.actor, fingerprint, _when(ev.at))] += 1
+            decided[(ev.plan_id, ev.event, ev.actor, fingerprint, stored_iso(ev.at))] += 1
         elif ev.event == "plan" and ev.plan_id is not None:
             made.setdefault(ev.plan_id, ev)
         if ev.prev_hash != prev_hash or (prev_id is None and ev.id != 1):

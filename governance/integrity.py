@@ -21,13 +21,13 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Engine
 
-from governance.audit import AuditEvent, iso, plan_events
+from governance.audit import AuditEvent, plan_events, stored_iso
 from governance.errors import ApprovalError
 
 DECISIONS = ("approve", "reject")
@@ -44,9 +44,7 @@ def _moment(value: Any) -> str | None:
     """A time as the audit log writes it (`iso`), whether a datetime (naive: UTC) or text."""
     if value is None:
         return None
-    if isinstance(value, datetime):
-        return iso(value if value.tzinfo is not None else value.replace(tzinfo=UTC))
-    return str(value)
+    return stored_iso(value) if isinstance(value, datetime) else str(value)
 
 
 def plan_tampering(row: Mapping[str, Any], event: AuditEvent) -> list[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from datetime import datetime
 
 from governance.apply.modes import s3_parts
 from governance.apply.ranges import Listed
@@ -108,33 +108,38 @@ def new_objects(
 
 def _listing(action: PlannedAction, stores: StoreFactory) -> list[str] | str:
     """Every object's key under the action's folder now (root-relative), or why not."""
-    folder, uri = folder_of(action), action.artifact.uri
     try:
-        root = stores(action.artifact.root_url)
-        parts = s3_parts(root)
-        if parts is not None:
-            return _s3_keys(root, parts, folder)
-        # A local folder needs no settings: opened here, not kept by the factory (a store
-        # per folder of a large plan would add up).
-        sub = open_store(uri) if uri.startswith("file://") else stores(uri)
-        return [folder + o.key for o in sub.list() if not o.upload_id]
+        return [
+            key for key, _ in folder_entries(stores, action.artifact.root_url, folder_of(action))
+        ]
     except NoSuchRootError:
         return []  # the folder is gone: nothing new in it
     except GovernanceError as exc:
         return f"{action.artifact.uri} cannot be listed ({exc}): not acted on"
 
 
-def _s3_keys(store: object, parts: tuple[Any, str, str], folder: str) -> list[str]:
-    """The keys under `folder` of an S3 root, with the root's own client (a store of
-    its own per folder would be a new client each)."""
+def folder_entries(stores: StoreFactory, root_url: str, folder: str) -> list[tuple[str, datetime]]:
+    """(key, last modified) of every object under `folder` of a root now, keys
+    root-relative: on S3 with the root's own client (a store of its own per folder would
+    be a new client each), elsewhere one listing of the folder. NoSuchRootError when the
+    folder is gone, another GovernanceError when it cannot be listed."""
     from governance.storage.errors import translate
 
+    root = stores(root_url)
+    parts = s3_parts(root)
+    if parts is None:
+        # A local folder needs no settings: opened here, not kept by the factory (a
+        # store per folder of a large plan would add up).
+        uri = root_url + folder
+        sub = open_store(uri) if uri.startswith("file://") else stores(uri)
+        return [(folder + o.key, o.last_modified) for o in sub.list() if not o.upload_id]
     client, bucket, prefix = parts
-    keys: list[str] = []
+    out: list[tuple[str, datetime]] = []
     request = {"Bucket": bucket, "Prefix": prefix + folder}
     try:
         for page in client.get_paginator("list_objects_v2").paginate(**request):
-            keys += [o["Key"][len(prefix) :] for o in page.get("Contents") or ()]
+            contents = page.get("Contents") or ()
+            out += [(o["Key"][len(prefix) :], o["LastModified"]) for o in contents]
     except Exception as exc:
-        raise translate(str(getattr(store, "url", "")), exc) from exc
-    return keys
+        raise translate(str(getattr(root, "url", "")), exc) from exc
+    return out

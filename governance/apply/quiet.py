@@ -22,18 +22,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from governance.apply.modes import s3_parts
+from governance.apply.folders import folder_entries
 from governance.apply.protection import Finding
 from governance.apply.types import StoreFactory
 from governance.errors import GovernanceError, NoSuchRootError
 from governance.plan.types import PlannedAction, QuietRun, removes_objects
-from governance.storage import open_store
 
 OwnCopies = Callable[[str, str], set[str]]
 """(root URL, run key) -> the keys under the run that the plan copies in place."""
 
 SHOWN = 3
-"""How many of the objects written since a reason names (the listing stops there)."""
+"""How many of the objects written since a reason names."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ def _written(
     """Why the run's removals are stale (what was written in it since), or why it could
     not be looked at, or None: nothing was."""
     try:
-        listing = _listing(root, run, stores)
+        listing = folder_entries(stores, root, run.key)
         own: set[str] | None = None
         since: list[tuple[str, datetime]] = []
         # (S3 gives times to the second: a copy made in the second the plan was made)
@@ -139,35 +138,3 @@ def _written(
         f"run {run.key} ({run.status} when the plan was made, last written "
         f"{run.last_write:%Y-%m-%d %H:%M:%S} UTC) has new writes: {shown}{more}"
     )
-
-
-def _listing(root: str, run: QuietRun, stores: StoreFactory) -> Sequence[tuple[str, datetime]]:
-    """(key, last modified) of every object under the run now, keys root-relative."""
-    store = stores(root)
-    parts = s3_parts(store)
-    if parts is not None:
-        return list(_s3_listing(store, parts, run.key))
-    # A local folder needs no settings: opened here (as `folders` does).
-    uri = root + run.key
-    sub = open_store(uri) if uri.startswith("file://") else stores(uri)
-    return [(run.key + o.key, o.last_modified) for o in sub.list() if not o.upload_id]
-
-
-def _s3_listing(
-    store: object, parts: tuple[object, str, str], folder: str
-) -> list[tuple[str, datetime]]:
-    """The run's keys and times on S3, with the root's own client."""
-    from governance.storage.errors import translate
-
-    client, bucket, prefix = parts
-    out: list[tuple[str, datetime]] = []
-    request = {"Bucket": bucket, "Prefix": prefix + folder}
-    try:
-        paginator = client.get_paginator("list_objects_v2")  # type: ignore[attr-defined]
-        for page in paginator.paginate(**request):
-            out += [
-                (o["Key"][len(prefix) :], o["LastModified"]) for o in page.get("Contents") or ()
-            ]
-    except Exception as exc:
-        raise translate(str(getattr(store, "url", "")), exc) from exc
-    return out
