@@ -21,7 +21,9 @@ from tests.integration.test_apply_support import Setup, govern
 RUN = "runs/a/"
 
 
-def _setup(tmp_path: Path, approval: str = "{}") -> tuple[Setup, Path, str]:
+def _setup(tmp_path: Path, fraction: float = 1.0, code: int = 0) -> tuple[Setup, Path, str]:
+    """A run of three checkpoints, the policy keeping the newest (deleting 2 of 3 is
+    over a `max_delete_fraction` under 0.67: refused, exit 3), and its plan."""
     storage = tmp_path / "storage"
     hf_run(local_writer(storage), RUN, steps=(100, 200, 300))
     policy = tmp_path / "policy.yaml"
@@ -34,14 +36,14 @@ rules:
     select: {{kind: checkpoint}}
     tiers: [{{name: recent, keep_last: 1}}]
     otherwise: delete
-safety: {{max_delete_fraction: 1.0}}
-approval: {approval}
+safety: {{max_delete_fraction: {fraction}}}
 """
     )
     db = tmp_path / "catalog.db"
     setup = Setup(f"sqlite:///{db}", policy)
-    plan_id = setup.plan()["plan_id"]
-    return setup, db, plan_id
+    made = govern(setup.catalog, "plan", "--policy", str(policy), "--format", "json")
+    assert made.exit_code == code, made.stderr
+    return setup, db, json.loads(made.stdout)["plan_id"]
 
 
 def _edit(db: Path, *statements: str) -> None:
@@ -103,27 +105,8 @@ def test_edited_plan_rows_are_refused(tmp_path: Path, edit: str, said: str) -> N
 
 
 def test_a_cleared_refusal_is_refused(tmp_path: Path) -> None:
-    storage = tmp_path / "storage"
-    hf_run(local_writer(storage), RUN, steps=(100, 200, 300))
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(
-        f"""version: 1
-storage: [{{name: root, url: {storage}}}]
-layout: {{runs: ["runs/{{run}}/"]}}
-rules:
-  - {{name: checkpoints, select: {{kind: checkpoint}}, tiers: [{{name: r, keep_last: 1}}],
-     otherwise: delete}}
-safety: {{max_delete_fraction: 0.1}}
-"""
-    )
-    setup = Setup(f"sqlite:///{tmp_path / 'catalog.db'}", policy)
-    made = govern(setup.catalog, "plan", "--policy", str(policy), "--format", "json")
-    assert made.exit_code == 3  # refused by the safety limit
-    plan_id = json.loads(made.stdout)["plan_id"]
-    _edit(
-        tmp_path / "catalog.db",
-        "UPDATE plans SET refusal = NULL, status = 'pending_approval'",
-    )
+    setup, db, plan_id = _setup(tmp_path, fraction=0.1, code=3)  # refused by the limit
+    _edit(db, "UPDATE plans SET refusal = NULL, status = 'pending_approval'")
     approved = govern(setup.catalog, "approve", plan_id, identity="bob")
     assert approved.exit_code == 3
     assert "its refusal is not what its audit event" in approved.stderr
